@@ -1,0 +1,207 @@
+"""Command line: a thin adapter over the library (``tandem --help``)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from tandem.errors import TandemError
+
+app = typer.Typer(help="tandem: retrieval-augmented multi-hop QA, retriever and LLM working together.", no_args_is_help=True)
+eval_app = typer.Typer(help="Evaluate retrieval or QA methods on a dataset.", no_args_is_help=True)
+data_app = typer.Typer(help="Inspect datasets and corpora.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
+app.add_typer(data_app, name="data")
+console = Console(stderr=True)
+out = Console()
+
+
+def progress_bar() -> Progress:
+    """The progress bar every long command shows (on stderr)."""
+    return Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False,
+    )
+
+
+def _load_docs(dataset: Path | None, corpus: Path | None, fmt: str | None, skip_bad: bool,
+               max_tokens: int, overlap: int) -> list:
+    from tandem.corpus import load_corpus, load_dataset
+
+    if (dataset is None) == (corpus is None):
+        raise typer.BadParameter("give exactly one of --dataset or --corpus")
+    if dataset is not None:
+        ds = load_dataset(dataset, format=fmt, skip_bad=skip_bad)
+        for note in ds.notes:
+            console.print(f"[yellow]{note}")
+        console.print(f"{ds.path}: {ds.format}, {len(ds.questions)} questions, pool of {len(ds.passages)} passages")
+        return ds.passages
+    assert corpus is not None
+    docs = load_corpus(corpus, format=fmt, skip_bad=skip_bad, max_tokens=max_tokens, overlap=overlap)
+    console.print(f"{corpus}: {len(docs)} passages")
+    return docs
+
+
+@app.command()
+def index(
+    out_dir: Annotated[Path, typer.Option("--out", help="Index folder to write (replaced atomically).")],
+    dataset: Annotated[Optional[Path], typer.Option(help="QA dataset whose passage pool is indexed.")] = None,
+    corpus: Annotated[Optional[Path], typer.Option(help="Corpus JSONL/JSON or a folder of .txt/.md files.")] = None,
+    kind: Annotated[str, typer.Option(help="bm25 | dense | hybrid")] = "hybrid",
+    encoder: Annotated[str, typer.Option(help="Embedded name (minilm), local path or hub name.")] = "minilm",
+    backend: Annotated[Optional[str], typer.Option(help="Encoder backend (default: the fastest available).")] = None,
+    faiss_kind: Annotated[str, typer.Option("--faiss", help="flat (exact) | ivf | hnsw")] = "flat",
+    fmt: Annotated[Optional[str], typer.Option("--format", help="Force the input format.")] = None,
+    skip_bad: Annotated[bool, typer.Option(help="Skip malformed records (counted) instead of stopping.")] = False,
+    batch_size: Annotated[int, typer.Option(help="Encoding batch size.")] = 64,
+    max_tokens: Annotated[int, typer.Option(help="Chunk size in words for folders of text files.")] = 200,
+    overlap: Annotated[int, typer.Option(help="Words shared by consecutive chunks.")] = 40,
+) -> None:
+    """Build a BM25, dense or hybrid index folder."""
+    from tandem.index import build_index
+    from tandem.index.encoder import load_encoder
+
+    docs = _load_docs(dataset, corpus, fmt, skip_bad, max_tokens, overlap)
+    start = time.perf_counter()
+    enc = load_encoder(encoder, **({"backend": backend} if backend else {})) if kind != "bm25" else encoder
+    manifest = build_index(docs, out_dir, kind=kind, encoder=enc, dense_params={"faiss": faiss_kind},
+                           batch_size=batch_size, show_progress=True)
+    console.print(f"[green]indexed {manifest.doc_count} passages ({kind}) into {out_dir} in {time.perf_counter() - start:.1f}s")
+
+
+@app.command()
+def retrieve(
+    query: Annotated[str, typer.Argument(help="The query.")],
+    index_dir: Annotated[Path, typer.Option("--index", help="Index folder.")],
+    k: Annotated[int, typer.Option("-k", help="How many hits.")] = 10,
+    retriever: Annotated[Optional[str], typer.Option(help="bm25 | dense | hybrid (default: the index's kind).")] = None,
+    fusion: Annotated[str, typer.Option(help="Hybrid fusion: rrf | weighted.")] = "rrf",
+) -> None:
+    """Print the top-k passages for a query."""
+    from tandem.index import open_index
+    from tandem.retrieve import open_retriever
+
+    idx = open_index(index_dir)
+    options = {"fusion": fusion} if (retriever or idx.kind) == "hybrid" else {}
+    hits = open_retriever(idx, retriever, **options).search(query, k)
+    table = Table(title=f"{query}", show_lines=False)
+    for col in ("rank", "score", "title", "text"):
+        table.add_column(col, overflow="fold")
+    for hit in hits:
+        doc = idx.store.get(hit.doc_id)
+        snippet = doc.text if len(doc.text) <= 160 else doc.text[:157] + "..."
+        table.add_row(str(hit.rank), f"{hit.score:.4f}", doc.title, snippet)
+    out.print(table)
+
+
+@eval_app.command("retrieval")
+def eval_retrieval(
+    dataset: Annotated[Path, typer.Option(help="QA dataset with gold passages.")],
+    index_dir: Annotated[Path, typer.Option("--index", help="Index folder.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
+    k: Annotated[list[int], typer.Option("--k", help="Cut-offs, e.g. --k 2 5 10.")] = [2, 5, 10],  # noqa: B006
+    retriever: Annotated[Optional[str], typer.Option(help="bm25 | dense | hybrid (default: the index's kind).")] = None,
+    fusion: Annotated[str, typer.Option(help="Hybrid fusion: rrf | weighted.")] = "rrf",
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
+    fmt: Annotated[Optional[str], typer.Option("--format", help="Force the dataset format.")] = None,
+    any_corpus: Annotated[bool, typer.Option(help="Allow an index over another corpus (gold ids must be in it).")] = False,
+) -> None:
+    """Recall@k, all-gold@k, MRR and nDCG@10 of a retriever on a dataset's questions."""
+    from tandem.corpus import load_dataset
+    from tandem.eval.retrieval import evaluate_retrieval
+    from tandem.eval.rundir import RunDir
+    from tandem.index import open_index
+    from tandem.retrieve import open_retriever
+
+    ds = load_dataset(dataset, format=fmt)
+    idx = open_index(index_dir, corpus=None if any_corpus else ds.passages)
+    kind = retriever or idx.kind
+    ret = open_retriever(idx, kind, **({"fusion": fusion} if kind == "hybrid" else {}))
+    questions = ds.questions[:limit] if limit else ds.questions
+    with progress_bar() as bar:
+        task = bar.add_task(f"retrieval {kind}", total=sum(1 for q in questions if q.gold_doc_ids))
+        records, metrics = evaluate_retrieval(questions, ret, k, on_batch=lambda n: bar.advance(task, n))
+    run = RunDir(out_dir)
+    run.write_config({
+        "task": "retrieval", "dataset": str(dataset), "format": ds.format, "index": str(index_dir),
+        "index_manifest": idx.manifest.__dict__, "retriever": kind, "fusion": fusion if kind == "hybrid" else None,
+        "k": list(k), "limit": limit,
+    })
+    run.write_records("per_question.jsonl", records)
+    row = {"retriever": kind, **{m: v for m, v in metrics.items() if isinstance(v, float)}}
+    run.write_metrics(metrics, [row], f"Retrieval: {Path(dataset).name} / {kind}")
+    table = Table(title=f"{Path(dataset).name} ({metrics['questions']} questions) / {kind}")
+    for col in row:
+        table.add_column(col)
+    table.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in row.values()])
+    out.print(table)
+    console.print(f"wrote {out_dir}")
+
+
+@data_app.command("inspect")
+def data_inspect(
+    path: Annotated[Path, typer.Argument(help="Dataset, corpus file or folder.")],
+    fmt: Annotated[Optional[str], typer.Option("--format", help="Force the format.")] = None,
+) -> None:
+    """Show a file's detected format and what it holds."""
+    from tandem.corpus import load_corpus, load_dataset, sniff_format
+    from tandem.corpus.formats import QA_FORMATS
+
+    detected = fmt or sniff_format(path)
+    if detected in QA_FORMATS:
+        ds = load_dataset(path, format=detected)
+        with_gold = sum(1 for q in ds.questions if q.gold_doc_ids)
+        out.print(f"format {ds.format}: {len(ds.questions)} questions ({with_gold} with gold passages), "
+                  f"pool of {len(ds.passages)} passages")
+        for note in ds.notes:
+            out.print(note)
+    else:
+        out.print(f"format {detected}: {len(load_corpus(path, format=detected))} passages")
+
+
+def _expand_multi_value_options(argv: list[str], options: tuple[str, ...] = ("--k",)) -> list[str]:
+    """Let ``--k 2 5 10`` mean ``--k 2 --k 5 --k 10`` (click options take one value each)."""
+    result: list[str] = []
+    multi: str | None = None
+    for arg in argv:
+        if arg in options:
+            multi = arg
+        elif multi is not None and arg.isdigit():
+            if result[-1] != multi:
+                result.append(multi)
+        else:
+            multi = None
+        result.append(arg)
+    return result
+
+
+def main() -> None:
+    """Console entry point: runs the app and turns tandem's errors into one clear line and exit code 2."""
+    from tandem.models import offline_env
+
+    offline_env()
+    try:
+        app(args=_expand_multi_value_options(sys.argv[1:]), prog_name="tandem", standalone_mode=False)
+    except TandemError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise SystemExit(2) from exc
+    except typer.Abort:
+        raise SystemExit(130) from None
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            raise SystemExit(exc.exit_code) from exc
+        raise
+
+
+if __name__ == "__main__":
+    main()

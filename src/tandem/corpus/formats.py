@@ -1,0 +1,180 @@
+"""Record parsers for each supported QA and corpus format, and detection from a record's keys.
+
+A QA parser turns one record into a Question plus the passages that came with it (its
+context); gold passages are marked by putting their ids in ``Question.gold_doc_ids``. Passage ids
+are content hashes (``doc_id_for``), so the same paragraph gets the same id in every question
+and in a separately supplied corpus file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tandem.types import Document, Question, doc_id_for
+
+
+class MissingField(Exception):
+    """A record lacks a required field; the loader turns it into a DataError with file:line."""
+
+
+def need(rec: dict[str, Any], key: str, kind: type | tuple[type, ...] | None = None) -> Any:
+    """Return ``rec[key]``, raising MissingField if absent (or of the wrong JSON type)."""
+    if key not in rec or rec[key] is None:
+        raise MissingField(f"missing required field {key!r}")
+    value = rec[key]
+    if kind is not None and not isinstance(value, kind):
+        raise MissingField(f"field {key!r} should be {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
+    return value
+
+
+def _doc(title: str, text: str, **metadata: Any) -> Document:
+    return Document(doc_id_for(title, text), title.strip(), text.strip(), metadata)
+
+
+def _question(qid: Any, text: str, answers: list[str], gold: list[Document], context: list[Document], **meta: Any) -> Question:
+    gold_ids = tuple(dict.fromkeys(d.id for d in gold))
+    meta["context_ids"] = [d.id for d in context]
+    return Question(str(qid), text.strip(), tuple(str(a) for a in answers if str(a).strip()), gold_ids, meta)
+
+
+# --- QA formats -------------------------------------------------------------------------------
+
+def parse_hotpotqa(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
+    """HotpotQA / 2WikiMultihopQA original release: context [[title, [sentences]]], supporting_facts."""
+    context = need(rec, "context", list)
+    facts = need(rec, "supporting_facts", list)
+    support: dict[str, list[int]] = {}
+    for title, sent_idx in facts:
+        support.setdefault(title, []).append(int(sent_idx))
+    docs, gold, gold_sentences = [], [], []
+    for title, sentences in context:
+        text = " ".join(s.strip() for s in sentences)
+        doc = _doc(title, text)
+        docs.append(doc)
+        if title in support:
+            gold.append(doc)
+            gold_sentences += [sentences[i].strip() for i in support[title] if i < len(sentences)]
+    meta: dict[str, Any] = {"type": rec.get("type"), "level": rec.get("level"), "supporting_sentences": gold_sentences}
+    if "evidences" in rec:
+        meta["evidences"] = rec["evidences"]
+    qid = rec.get("_id", rec.get("id"))
+    if qid is None:
+        raise MissingField("missing required field '_id'")
+    return _question(qid, need(rec, "question", str), [need(rec, "answer", str)], gold, docs, **meta), docs
+
+
+def parse_musique(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
+    """MuSiQue original (and HippoRAG's questions file): paragraphs with is_supporting."""
+    docs, gold = [], []
+    for para in need(rec, "paragraphs", list):
+        doc = _doc(para.get("title", ""), need(para, "paragraph_text", str))
+        docs.append(doc)
+        if para.get("is_supporting"):
+            gold.append(doc)
+    answers = [need(rec, "answer", str), *rec.get("answer_aliases", [])]
+    meta = {"decomposition": rec.get("question_decomposition", []), "answerable": rec.get("answerable", True)}
+    return _question(need(rec, "id"), need(rec, "question", str), answers, gold, docs, **meta), docs
+
+
+def parse_ircot(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
+    """IRCoT processed format (question_text, answers_objects[].spans, contexts[].is_supporting)."""
+    answers: list[str] = []
+    for obj in need(rec, "answers_objects", list):
+        answers += obj.get("spans", [])
+        if obj.get("number"):
+            answers.append(str(obj["number"]))
+    docs, gold = [], []
+    for ctx in need(rec, "contexts", list):
+        doc = _doc(ctx.get("title", ""), need(ctx, "paragraph_text", str))
+        docs.append(doc)
+        if ctx.get("is_supporting"):
+            gold.append(doc)
+    return _question(need(rec, "question_id"), need(rec, "question_text", str), answers, gold, docs), docs
+
+
+def parse_nq_oracle(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
+    """NQ-open oracle (lost-in-the-middle): question, answers, ctxs with isgold."""
+    docs, gold = [], []
+    for ctx in need(rec, "ctxs", list):
+        doc = _doc(ctx.get("title", ""), need(ctx, "text", str))
+        docs.append(doc)
+        if ctx.get("isgold", ctx.get("hasanswer")):
+            gold.append(doc)
+    question = need(rec, "question", str)
+    qid = rec.get("id", doc_id_for("nq", question))
+    return _question(qid, question, list(need(rec, "answers", list)), gold, docs), docs
+
+
+def parse_flashrag(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
+    """FlashRAG dataset JSONL: id, question, golden_answers, metadata (no passages)."""
+    meta = dict(rec.get("metadata") or {})
+    return _question(need(rec, "id"), need(rec, "question", str), list(need(rec, "golden_answers", list)), [], [], **meta), []
+
+
+def parse_simple_qa(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
+    """Plain QA JSONL such as Bamboogle: question + answer(s), id optional (idx or a hash)."""
+    question = need(rec, "question", str)
+    raw = rec.get("answers", rec.get("answer"))
+    if raw is None:
+        raise MissingField("missing required field 'answer'")
+    answers = raw if isinstance(raw, list) else [raw]
+    qid = rec.get("id", rec.get("idx", doc_id_for("q", question)))
+    return _question(qid, question, answers, [], []), []
+
+
+QAParser = Callable[[dict[str, Any]], tuple[Question, list[Document]]]
+
+QA_FORMATS: dict[str, QAParser] = {
+    "hotpotqa": parse_hotpotqa,
+    "2wiki": parse_hotpotqa,
+    "musique": parse_musique,
+    "hipporag": parse_musique,
+    "ircot": parse_ircot,
+    "nq_oracle": parse_nq_oracle,
+    "flashrag": parse_flashrag,
+    "simple_qa": parse_simple_qa,
+}
+
+
+# --- corpus formats ---------------------------------------------------------------------------
+
+def parse_corpus_record(rec: dict[str, Any]) -> Document:
+    """Plain corpus ``{id, title, text}`` or FlashRAG ``{id, contents}`` ("Title"\\ntext).
+
+    ``id`` may be omitted (HippoRAG corpora have none): the content hash is used then.
+    """
+    if "contents" in rec:
+        contents = need(rec, "contents", str)
+        title, _, text = contents.partition("\n")
+        if not text:
+            title, text = "", contents
+        title = title.strip().strip('"')
+    else:
+        text = need(rec, "text", str)
+        title = rec.get("title") or ""
+    if not text.strip():
+        raise MissingField("empty text")
+    doc_id = str(rec["id"]) if rec.get("id") is not None else doc_id_for(title, text)
+    meta = {k: v for k, v in rec.items() if k not in {"id", "title", "text", "contents"}}
+    return Document(doc_id, str(title).strip(), text.strip(), meta)
+
+
+def detect_record(rec: dict[str, Any]) -> str:
+    """Name the format of one record from its keys; 'corpus' for passage records."""
+    keys = set(rec)
+    if "context" in keys and "supporting_facts" in keys:
+        return "2wiki" if "evidences" in keys else "hotpotqa"
+    if "paragraphs" in keys:
+        return "musique"
+    if "question_text" in keys and "contexts" in keys:
+        return "ircot"
+    if "ctxs" in keys and "question" in keys:
+        return "nq_oracle"
+    if "golden_answers" in keys and "question" in keys:
+        return "flashrag"
+    if "question" in keys and ("answer" in keys or "answers" in keys):
+        return "simple_qa"
+    if "contents" in keys or "text" in keys:
+        return "corpus"
+    return "unknown"

@@ -1,0 +1,211 @@
+"""Load QA datasets and corpora from any supported format, auto-detected from content.
+
+``load_dataset`` returns the questions and the dataset's passage pool (every paragraph of every
+question, de-duplicated by title+text, or the separate corpus file of HippoRAG-style releases),
+with gold ids pointing into that pool. ``load_corpus`` reads passages only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tandem.corpus.chunking import chunk_text
+from tandem.corpus.formats import QA_FORMATS, MissingField, detect_record, parse_corpus_record
+from tandem.errors import DataError
+from tandem.io import ReadStats, is_json_array_file, read_json_records, read_jsonl
+from tandem.types import Document, Question, doc_id_for
+
+TEXT_SUFFIXES = (".txt", ".md", ".markdown")
+CORPUS_FORMATS = ("corpus", "flashrag_corpus", "folder")
+
+
+@dataclass
+class Dataset:
+    """Questions plus the passage pool they are answered from."""
+
+    path: str
+    format: str
+    questions: list[Question]
+    passages: list[Document]
+    skipped: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).stem
+
+
+def _records(path: Path, skip_bad: bool, stats: ReadStats) -> Iterator[tuple[int, dict[str, Any]]]:
+    if not path.exists():
+        raise DataError("no such file", str(path))
+    if is_json_array_file(path):
+        yield from read_json_records(path)
+    else:
+        yield from read_jsonl(path, skip_bad=skip_bad, stats=stats)
+
+
+def sniff_format(path: str | Path) -> str:
+    """The format of a file or folder, from its first record (or 'folder' for a directory)."""
+    path = Path(path)
+    if path.is_dir():
+        return "folder"
+    for _, rec in _records(path, skip_bad=True, stats=ReadStats()):
+        fmt = detect_record(rec)
+        if fmt == "unknown":
+            raise DataError(f"cannot tell the format from the keys {sorted(rec)[:8]}; pass --format", str(path), 1)
+        return fmt
+    raise DataError("file holds no records", str(path))
+
+
+def _find_sibling_corpus(path: Path) -> Path | None:
+    """HippoRAG ships ``X.json`` with ``X_corpus.json`` beside it."""
+    for suffix in (".json", ".jsonl"):
+        candidate = path.with_name(f"{path.stem}_corpus{suffix}")
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def load_dataset(
+    path: str | Path,
+    *,
+    format: str | None = None,
+    corpus: str | Path | None = None,
+    skip_bad: bool = False,
+) -> Dataset:
+    """Load a QA dataset and its passage pool.
+
+    ``corpus`` (or a ``<name>_corpus.json`` beside the file) replaces the pool built from the
+    questions' own paragraphs; gold ids are then mapped onto that corpus by title+text.
+    """
+    path = Path(path)
+    fmt = format or sniff_format(path)
+    if fmt not in QA_FORMATS:
+        raise DataError(f"{fmt!r} is not a QA format; QA formats: {sorted(QA_FORMATS)}", str(path))
+    parse = QA_FORMATS[fmt]
+    stats = ReadStats()
+    questions: list[Question] = []
+    pool: dict[str, Document] = {}
+    seen_q: dict[str, int] = {}
+    for line_no, rec in _records(path, skip_bad, stats):
+        try:
+            question, docs = parse(rec)
+            if not question.text:
+                raise MissingField("empty question text")
+            if any(not d.text for d in docs):
+                raise MissingField("a passage has empty text")
+        except (MissingField, TypeError, ValueError, KeyError) as exc:
+            err = DataError(f"bad {fmt} record: {exc}", str(path), line_no)
+            if not skip_bad:
+                raise err from exc
+            stats.skip(err)
+            continue
+        if question.id in seen_q:
+            raise DataError(f"duplicate question id {question.id!r} (first at line {seen_q[question.id]})", str(path), line_no)
+        seen_q[question.id] = line_no
+        questions.append(question)
+        for doc in docs:
+            pool.setdefault(doc.id, doc)
+    if not questions:
+        raise DataError("no questions loaded", str(path))
+    dataset = Dataset(str(path), fmt, questions, list(pool.values()), skipped=stats.skipped)
+    corpus_path = Path(corpus) if corpus is not None else _find_sibling_corpus(path)
+    if corpus_path is not None:
+        _attach_corpus(dataset, load_corpus(corpus_path, skip_bad=skip_bad))
+        dataset.format = "hipporag" if fmt == "musique" else fmt
+        dataset.notes.append(f"passage pool from {corpus_path}")
+    if stats.skipped:
+        dataset.notes.append(f"skipped {stats.skipped} bad records; first: {stats.first_error}")
+    return dataset
+
+
+def _attach_corpus(dataset: Dataset, corpus: list[Document]) -> None:
+    """Use ``corpus`` as the pool and map gold ids onto it by content."""
+    by_content = {doc_id_for(d.title, d.text): d.id for d in corpus}
+    missing = 0
+    mapped: list[Question] = []
+    for q in dataset.questions:
+        gold = []
+        for gid in q.gold_doc_ids:
+            if gid in by_content:
+                gold.append(by_content[gid])
+            else:
+                missing += 1
+        ctx = [by_content[c] for c in q.metadata.get("context_ids", []) if c in by_content]
+        mapped.append(Question(q.id, q.text, q.answers, tuple(gold), {**q.metadata, "context_ids": ctx}))
+    dataset.questions = mapped
+    dataset.passages = corpus
+    if missing:
+        dataset.notes.append(f"{missing} gold passages not found in the corpus")
+
+
+def load_corpus(
+    path: str | Path,
+    *,
+    format: str | None = None,
+    skip_bad: bool = False,
+    max_tokens: int = 200,
+    overlap: int = 40,
+) -> list[Document]:
+    """Load passages from a corpus JSONL/JSON, a folder of .txt/.md files, or a QA dataset's pool."""
+    path = Path(path)
+    fmt = format or sniff_format(path)
+    if fmt == "folder":
+        return load_folder(path, max_tokens=max_tokens, overlap=overlap)
+    if fmt in QA_FORMATS:
+        return load_dataset(path, format=fmt, skip_bad=skip_bad).passages
+    if fmt not in CORPUS_FORMATS:
+        raise DataError(f"unknown format {fmt!r}; formats: {sorted(set(QA_FORMATS) | set(CORPUS_FORMATS))}", str(path))
+    stats = ReadStats()
+    docs: dict[str, Document] = {}
+    first_line: dict[str, int] = {}
+    for line_no, rec in _records(path, skip_bad, stats):
+        try:
+            doc = parse_corpus_record(rec)
+        except MissingField as exc:
+            err = DataError(f"bad corpus record: {exc}", str(path), line_no)
+            if not skip_bad:
+                raise err from exc
+            stats.skip(err)
+            continue
+        if doc.id in docs:
+            if docs[doc.id] == doc:
+                continue  # an exact repeat carries no new information
+            raise DataError(f"duplicate id {doc.id!r} with different content (first at line {first_line[doc.id]})", str(path), line_no)
+        docs[doc.id] = doc
+        first_line[doc.id] = line_no
+    if not docs:
+        raise DataError("no passages loaded", str(path))
+    return list(docs.values())
+
+
+def load_folder(folder: str | Path, *, max_tokens: int = 200, overlap: int = 40) -> list[Document]:
+    """Every .txt/.md file under ``folder``, chunked; ids are ``relative/path#chunk``."""
+    folder = Path(folder)
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
+    if not files:
+        raise DataError(f"no {'/'.join(TEXT_SUFFIXES)} files found", str(folder))
+    docs: list[Document] = []
+    for file in files:
+        try:
+            text = file.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = file.read_bytes()[: exc.start].count(b"\n") + 1
+            raise DataError(f"not valid UTF-8 (byte {exc.start})", str(file), line) from exc
+        rel = file.relative_to(folder).as_posix()
+        title = _title_of(text, file)
+        for i, chunk in enumerate(chunk_text(text, max_tokens, overlap)):
+            docs.append(Document(f"{rel}#{i}", title, chunk, {"source": rel, "chunk": i}))
+    return docs
+
+
+def _title_of(text: str, file: Path) -> str:
+    for line in text.splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+        if line.strip():
+            break
+    return file.stem.replace("_", " ").replace("-", " ")

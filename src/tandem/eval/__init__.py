@@ -1,0 +1,1 @@
+"""Evaluation: metrics (pure functions), run folders, runners and reports."""

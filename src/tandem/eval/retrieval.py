@@ -1,0 +1,46 @@
+"""Retrieval evaluation: run a retriever over a dataset's questions and score against gold ids."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tandem.eval.retrieval_metrics import retrieval_scores
+from tandem.retrieve.base import Retriever
+from tandem.types import Question
+
+
+def evaluate_retrieval(
+    questions: Sequence[Question],
+    retriever: Retriever,
+    ks: Sequence[int] = (2, 5, 10),
+    *,
+    batch_size: int = 64,
+    on_batch: Callable[[int], None] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Per-question records and averaged metrics over the questions that have gold documents."""
+    scored = [q for q in questions if q.gold_doc_ids]
+    if not scored:
+        from tandem.errors import DataError
+
+        raise DataError("no question has gold documents: retrieval cannot be evaluated on this dataset")
+    depth = max(max(ks), 10)
+    records: list[dict[str, Any]] = []
+    for start in range(0, len(scored), batch_size):
+        batch = scored[start : start + batch_size]
+        for q, hits in zip(batch, retriever.search_batch([q.text for q in batch], depth), strict=True):
+            ranked = [h.doc_id for h in hits]
+            records.append({
+                "id": q.id,
+                "question": q.text,
+                "gold_doc_ids": list(q.gold_doc_ids),
+                "hits": [h.to_dict() for h in hits],
+                "scores": retrieval_scores(q.gold_doc_ids, ranked, ks),
+            })
+        if on_batch is not None:
+            on_batch(len(batch))
+    keys = list(records[0]["scores"])
+    metrics: dict[str, Any] = {k: sum(r["scores"][k] for r in records) / len(records) for k in keys}
+    metrics["questions"] = len(records)
+    metrics["questions_without_gold"] = len(questions) - len(scored)
+    return records, metrics

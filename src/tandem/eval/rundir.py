@@ -1,0 +1,53 @@
+"""A run's output folder: resolved config, per-question JSONL, metrics.json and a markdown table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tandem.io import write_json_atomic, write_jsonl_atomic
+
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.json"
+TABLE_FILE = "metrics.md"
+
+
+def markdown_table(rows: Iterable[Mapping[str, Any]], columns: list[str] | None = None, digits: int = 4) -> str:
+    """A GitHub markdown table; floats are rounded to ``digits``."""
+    rows = list(rows)
+    columns = columns or list(dict.fromkeys(k for r in rows for k in r))
+
+    def fmt(v: Any) -> str:
+        return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(fmt(r.get(c, "")) for c in columns) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+class RunDir:
+    """Writes the files of one run; every write is atomic."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+
+    def write_config(self, config: Mapping[str, Any]) -> None:
+        write_json_atomic(self.folder / CONFIG_FILE, dict(config))
+
+    def write_records(self, name: str, records: Iterable[dict[str, Any]]) -> Path:
+        path = self.folder / name
+        write_jsonl_atomic(path, records)
+        return path
+
+    def write_metrics(self, metrics: Mapping[str, Any], table_rows: list[dict[str, Any]], title: str) -> None:
+        write_json_atomic(self.folder / METRICS_FILE, dict(metrics))
+        from tandem.io import atomic_open
+
+        with atomic_open(self.folder / TABLE_FILE) as handle:
+            handle.write(f"# {title}\n\n" + markdown_table(table_rows))
+
+    def read_config(self) -> dict[str, Any]:
+        return json.loads((self.folder / CONFIG_FILE).read_text(encoding="utf-8"))

@@ -1,0 +1,184 @@
+"""Build and open index folders.
+
+An index folder holds ``manifest.json`` (written last), ``docs.jsonl`` and, by kind, a bm25s
+index (``bm25/``), a FAISS index (``dense.faiss``) and extra per-document arrays (``extras/*.npy``,
+e.g. CoopRAG's per-layer [CLS] vectors). A build writes into a hidden sibling folder and renames
+it into place when complete, so a killed build never leaves a folder that loads.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Callable, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tandem.errors import ConfigError, IndexError_
+from tandem.index.bm25 import DEFAULT_BM25, build_bm25, load_bm25
+from tandem.index.dense import DEFAULT_DENSE, build_faiss, load_faiss, save_faiss
+from tandem.index.encoder import Encoder, load_encoder
+from tandem.index.manifest import Manifest, corpus_hash
+from tandem.index.store import DocStore
+from tandem.models import DEFAULT_ENCODER, canonical_name
+from tandem.types import Document
+
+KINDS: dict[str, tuple[str, ...]] = {"bm25": ("bm25",), "dense": ("dense",), "hybrid": ("bm25", "dense")}
+EXTRAS_DIR = "extras"
+
+# An extra computes per-document arrays at build time from the store and the encoder.
+ExtraBuilder = Callable[[DocStore, Encoder], dict[str, np.ndarray]]
+
+
+def build_index(
+    docs: Sequence[Document],
+    out: str | Path,
+    *,
+    kind: str = "hybrid",
+    encoder: str | Encoder = DEFAULT_ENCODER,
+    bm25_params: dict[str, Any] | None = None,
+    dense_params: dict[str, Any] | None = None,
+    batch_size: int = 64,
+    extras: Sequence[ExtraBuilder] = (),
+    show_progress: bool = False,
+) -> Manifest:
+    """Index ``docs`` into the folder ``out`` (replacing an existing index only once the new one is complete)."""
+    if kind not in KINDS:
+        raise ConfigError(f"unknown index kind {kind!r}; choose one of {sorted(KINDS)}")
+    if not docs:
+        raise ConfigError("cannot index an empty corpus")
+    components = KINDS[kind]
+    store = DocStore(docs)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_builds(out)
+    tmp = out.parent / f".{out.name}.building-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        manifest = Manifest(kind=kind, components=list(components), doc_count=len(store), corpus_hash=corpus_hash(store.docs))
+        store.save(tmp)
+        if "bm25" in components:
+            params = {**DEFAULT_BM25, **(bm25_params or {})}
+            build_bm25(store.docs, tmp, params)
+            manifest.params["bm25"] = params
+        needs_encoder = "dense" in components or extras
+        enc = (load_encoder(encoder) if isinstance(encoder, str) else encoder) if needs_encoder else None
+        if enc is not None:
+            manifest.encoder, manifest.dim, manifest.pooling = enc.name, enc.dim, enc.pooling
+            manifest.encoder_backend = getattr(enc, "backend", None)
+        if "dense" in components and enc is not None:
+            params = {**DEFAULT_DENSE, **(dense_params or {})}
+            vectors = enc.encode([d.contents for d in store.docs], batch_size=batch_size, show_progress=show_progress)
+            save_faiss(build_faiss(vectors, params), tmp)
+            manifest.params["dense"] = params
+        for builder in extras:
+            assert enc is not None
+            for name, array in builder(store, enc).items():
+                _save_extra(tmp, manifest, name, array)
+        manifest.save(tmp)
+        _swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _save_extra(folder: Path, manifest: Manifest, name: str, array: np.ndarray) -> None:
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ConfigError(f"extra array name {name!r} must be a plain file name")
+    (folder / EXTRAS_DIR).mkdir(exist_ok=True)
+    np.save(folder / EXTRAS_DIR / f"{name}.npy", array)
+    manifest.extras[name] = {"dtype": str(array.dtype), "shape": list(array.shape)}
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    if not out.exists():
+        os.replace(tmp, out)
+        return
+    if out.is_file() or (any(out.iterdir()) and not (out / "manifest.json").exists()):
+        raise ConfigError(f"{out} exists and is not an index: refusing to replace it")
+    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    os.replace(out, old)
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _remove_stale_builds(out: Path) -> None:
+    """Delete temp folders left by builds whose process is gone (e.g. killed)."""
+    for path in out.parent.glob(f".{out.name}.building-*"):
+        pid = path.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Index:
+    """A loaded index folder: manifest, documents, and lazily loaded BM25 / FAISS / encoder / extras."""
+
+    def __init__(self, folder: str | Path, *, encoder: str | None = None, corpus: Sequence[Document] | None = None,
+                 encoder_backend: str | None = None) -> None:
+        self.folder = Path(folder)
+        self.manifest = Manifest.load(self.folder)
+        self.manifest.check(
+            encoder=canonical_name(encoder) if encoder else None,
+            corpus=corpus_hash(corpus) if corpus is not None else None,
+            folder=str(self.folder),
+        )
+        self._encoder_backend = encoder_backend
+        try:
+            self.store = DocStore.load(self.folder)
+        except (OSError, ValueError, KeyError) as exc:
+            raise IndexError_(f"cannot load index {self.folder}: unreadable documents ({exc})") from exc
+
+    @property
+    def kind(self) -> str:
+        return self.manifest.kind
+
+    def has(self, component: str) -> bool:
+        return component in self.manifest.components
+
+    @cached_property
+    def bm25(self) -> Any:
+        self._need("bm25")
+        return load_bm25(self.folder)
+
+    @cached_property
+    def faiss(self) -> Any:
+        self._need("dense")
+        return load_faiss(self.folder, self.manifest.params["dense"])
+
+    @cached_property
+    def encoder(self) -> Encoder:
+        if self.manifest.encoder is None:
+            raise IndexError_(f"index {self.folder} has no encoder (kind {self.kind!r})")
+        kwargs = {"backend": self._encoder_backend} if self._encoder_backend else {}
+        return load_encoder(self.manifest.encoder, **kwargs)
+
+    def extra(self, name: str) -> np.ndarray:
+        """A per-document array stored at build time, memory-mapped."""
+        if name not in self.manifest.extras:
+            raise IndexError_(f"index {self.folder} has no extra array {name!r}; it has {sorted(self.manifest.extras)}")
+        return np.load(self.folder / EXTRAS_DIR / f"{name}.npy", mmap_mode="r")
+
+    def _need(self, component: str) -> None:
+        if not self.has(component):
+            raise IndexError_(f"index {self.folder} is {self.kind!r} and has no {component} component")
+
+
+def open_index(folder: str | Path, **kwargs: Any) -> Index:
+    """Open an index folder; see ``Index`` for the checks it makes."""
+    return Index(folder, **kwargs)

@@ -1,0 +1,79 @@
+"""The manifest every index folder carries: what built it, over which corpus, with which settings."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tandem import __version__
+from tandem.errors import IndexError_, IndexMismatchError
+from tandem.io import write_json_atomic
+from tandem.types import Document
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+def corpus_hash(docs: Iterable[Document]) -> str:
+    """sha256 over the ordered (id, title, text) of every document."""
+    h = hashlib.sha256()
+    for d in docs:
+        for part in (d.id, d.title, d.text):
+            h.update(part.encode("utf-8"))
+            h.update(b"\x00")
+        h.update(b"\x01")
+    return h.hexdigest()
+
+
+@dataclass
+class Manifest:
+    """Describes one index folder; written last, so a folder without it is not an index."""
+
+    kind: str
+    components: list[str]
+    doc_count: int
+    corpus_hash: str
+    encoder: str | None = None
+    encoder_backend: str | None = None
+    dim: int | None = None
+    pooling: str | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    extras: dict[str, dict[str, Any]] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+    tandem_version: str = __version__
+
+    def save(self, folder: Path) -> None:
+        write_json_atomic(folder / MANIFEST, asdict(self))
+
+    @classmethod
+    def load(cls, folder: str | Path) -> Manifest:
+        path = Path(folder) / MANIFEST
+        if not path.exists():
+            reason = "no such folder" if not Path(folder).exists() else f"no {MANIFEST} (not an index, or its build did not finish)"
+            raise IndexError_(f"cannot load index {folder}: {reason}")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            manifest = cls(**data)
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise IndexError_(f"cannot load index {folder}: unreadable {MANIFEST} ({exc})") from exc
+        if manifest.format_version != FORMAT_VERSION:
+            raise IndexError_(
+                f"index {folder} has format version {manifest.format_version}; this tandem reads {FORMAT_VERSION}: rebuild it"
+            )
+        return manifest
+
+    def check(self, *, encoder: str | None = None, corpus: str | None = None, folder: str = "") -> None:
+        """Raise IndexMismatchError if the index was built with another encoder or over another corpus."""
+        if encoder is not None and self.encoder is not None and encoder != self.encoder:
+            raise IndexMismatchError(
+                f"index {folder} was built with encoder {self.encoder!r}, not {encoder!r}: rebuild it or use its encoder"
+            )
+        if corpus is not None and corpus != self.corpus_hash:
+            raise IndexMismatchError(
+                f"index {folder} was built over a different corpus ({self.doc_count} documents, hash "
+                f"{self.corpus_hash[:12]}, requested {corpus[:12]}): rebuild it over this corpus"
+            )

@@ -1,0 +1,254 @@
+"""In-process transformers causal LM: chat generation plus access to embeddings and hidden states.
+
+The ``local`` backend is this class on the embedded SmolLM2 converted once into a cache folder
+(see :mod:`tandem.llm.local`). Generation runs one request at a time per instance (a lock), which
+is what a CPU can do anyway; callers may still call :meth:`HFLLM.complete` from many threads.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GenerationConfig,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
+
+from tandem.errors import ConfigError, ModelNotFoundError
+from tandem.llm.types import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
+from tandem.models import offline_env, resolve_model
+
+# Tokens that end an assistant turn in common chat templates; any present in the vocabulary is
+# added to the model's own eos ids (a GGUF conversion may report the wrong one).
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "</s>")
+_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def configure_threads(num_threads: int | None) -> int:
+    """Set torch's intra-op threads: ``num_threads`` if given, else at most the CPUs we may use."""
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    target = num_threads if num_threads else min(torch.get_num_threads(), available)
+    if target != torch.get_num_threads():
+        torch.set_num_threads(max(1, target))
+    return torch.get_num_threads()
+
+
+class HFLLM:
+    """A transformers causal LM loaded from a local folder (or a hub name already in the local cache).
+
+    Attributes:
+        tokenizer, model: the loaded transformers objects (``model`` is in eval mode).
+        eos_token_ids: token ids that end generation.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        spec: str | None = None,
+        name: str | None = None,
+        dtype: str = "float32",
+        num_threads: int | None = None,
+        trust_remote_code: bool = False,
+    ) -> None:
+        if dtype not in _DTYPES:
+            raise ConfigError(f"unknown dtype {dtype!r}; dtypes: {sorted(_DTYPES)}")
+        offline_env()
+        self.threads = configure_threads(num_threads)
+        resolved = resolve_model(path)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(resolved, trust_remote_code=trust_remote_code)
+            self.model = AutoModelForCausalLM.from_pretrained(
+                resolved, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code
+            )
+        except OSError as exc:
+            raise ModelNotFoundError(
+                f"cannot load a causal LM from {path!r} offline (a local folder, or a hub name already "
+                f"in the local cache): {exc}"
+            ) from exc
+        self.model.eval()
+        self.name = name or os.path.basename(str(resolved).rstrip("/")) or str(resolved)
+        self.spec = spec or f"hf:{path}"
+        self.path = str(resolved)
+        self.eos_token_ids = self._eos_ids()
+        self.pad_token_id = (
+            self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_token_ids[0]
+        )
+        self._lock = threading.RLock()
+
+    # -- chat completion ---------------------------------------------------------------------
+
+    def complete(self, req: LLMRequest) -> LLMResponse:
+        """Greedy (``temperature == 0``) or seeded sampling generation for one chat request.
+
+        A JSON schema in the request becomes an instruction in the prompt (no constrained decoding).
+        """
+        input_ids = self.encode_chat(with_json_instruction(req))
+        return self._generate(
+            {"input_ids": input_ids, "attention_mask": _ones_like(input_ids)},
+            prompt_tokens=int(input_ids.shape[1]),
+            req=req,
+        )
+
+    def encode_chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> torch.Tensor:
+        """Token ids (shape ``[1, n]``) of ``messages`` through the tokenizer's chat template.
+
+        Without a chat template the contents are joined by blank lines (base models).
+        """
+        dicts = [m.to_dict() for m in messages]
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(
+                dicts, add_generation_prompt=add_generation_prompt, tokenize=False
+            )
+        else:
+            text = "\n\n".join(m["content"] for m in dicts)
+            if add_generation_prompt:
+                text += "\n\n"
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return torch.tensor([ids], dtype=torch.long)
+
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens of ``text`` (no special tokens added)."""
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    # -- embeddings and hidden states (for methods that inject embeddings, and training) -------
+
+    def input_embeddings(self) -> torch.nn.Module:
+        """The model's token embedding layer (``ids -> [.., hidden]``)."""
+        return self.model.get_input_embeddings()
+
+    def embed_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Embeddings of ``input_ids`` (no gradient tracking is switched off: callers decide)."""
+        return self.input_embeddings()(input_ids)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        *,
+        inputs_embeds: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        output_hidden_states: bool = True,
+        **kwargs: Any,
+    ) -> Any:
+        """One forward pass; returns the transformers output (``logits``, ``hidden_states``, ...).
+
+        Gradients are not disabled here, so training code can backpropagate through it.
+        """
+        with self._lock:
+            return self.model(
+                input_ids=input_ids,
+                inputs_embeds=inputs_embeds,
+                attention_mask=attention_mask,
+                output_hidden_states=output_hidden_states,
+                **kwargs,
+            )
+
+    def generate_from_embeds(
+        self,
+        inputs_embeds: torch.Tensor,
+        *,
+        attention_mask: torch.Tensor | None = None,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        stop: Sequence[str] = (),
+        seed: int | None = None,
+    ) -> LLMResponse:
+        """Generate from prompt embeddings ``[1, n, hidden]`` (e.g. soft prompts spliced into text)."""
+        if inputs_embeds.dim() != 3 or inputs_embeds.shape[0] != 1:
+            raise ConfigError(f"inputs_embeds must have shape [1, n, hidden], got {tuple(inputs_embeds.shape)}")
+        if attention_mask is None:
+            attention_mask = torch.ones(inputs_embeds.shape[:2], dtype=torch.long)
+        req = LLMRequest(
+            messages=(Message("user", "<embeddings>"),),
+            max_tokens=max_tokens,
+            temperature=temperature,
+            stop=tuple(stop),
+            seed=seed,
+        )
+        return self._generate(
+            {"inputs_embeds": inputs_embeds, "attention_mask": attention_mask},
+            prompt_tokens=int(inputs_embeds.shape[1]),
+            req=req,
+        )
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _eos_ids(self) -> list[int]:
+        ids: list[int] = []
+        vocab = self.tokenizer.get_vocab()
+        for tok in END_OF_TURN_TOKENS:
+            if tok in vocab:
+                ids.append(int(vocab[tok]))
+        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
+        for value in (gen_eos if isinstance(gen_eos, list) else [gen_eos]) + [self.tokenizer.eos_token_id]:
+            if value is not None and int(value) not in ids:
+                ids.append(int(value))
+        if not ids:
+            raise ConfigError(f"{self.spec}: the tokenizer has no end-of-turn token; cannot stop generation")
+        return ids
+
+    def _generate(self, inputs: dict[str, Any], *, prompt_tokens: int, req: LLMRequest) -> LLMResponse:
+        sampling = req.temperature > 0
+        config = GenerationConfig(
+            max_new_tokens=req.max_tokens,
+            do_sample=sampling,
+            temperature=req.temperature if sampling else None,
+            top_p=None,
+            top_k=None,
+            eos_token_id=self.eos_token_ids,
+            pad_token_id=self.pad_token_id,
+        )
+        criteria = StoppingCriteriaList()
+        uses_ids = "input_ids" in inputs
+        offset = prompt_tokens if uses_ids else 0
+        if req.stop:
+            criteria.append(_StopOnStrings(self.tokenizer, req.stop, offset))
+        start = time.perf_counter()
+        with self._lock, torch.inference_mode():
+            if sampling and req.seed is not None:
+                torch.manual_seed(req.seed)
+            out = self.model.generate(**inputs, generation_config=config, stopping_criteria=criteria)
+        latency = time.perf_counter() - start
+        new_ids = out[0, offset:].tolist()
+        ended = bool(new_ids) and new_ids[-1] in self.eos_token_ids
+        text = self.tokenizer.decode(new_ids[:-1] if ended else new_ids, skip_special_tokens=True)
+        text, hit_stop = truncate_at_stop(text, req.stop)
+        return LLMResponse(
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=len(new_ids),
+            latency_s=latency,
+            finish_reason="stop" if (ended or hit_stop) else "length",
+            model=self.name,
+        )
+
+    def __repr__(self) -> str:
+        return f"HFLLM(name={self.name!r}, path={self.path!r})"
+
+
+class _StopOnStrings(StoppingCriteria):
+    """Stopping criterion: stop once the generated text contains any of the stop strings."""
+
+    def __init__(self, tokenizer: Any, stop: Sequence[str], offset: int) -> None:
+        self.tokenizer = tokenizer
+        self.stop = tuple(stop)
+        self.offset = offset
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        done = []
+        for row in input_ids:
+            text = self.tokenizer.decode(row[self.offset :], skip_special_tokens=True)
+            done.append(any(s in text for s in self.stop))
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+def _ones_like(ids: torch.Tensor) -> torch.Tensor:
+    return torch.ones_like(ids, dtype=torch.long)

@@ -1,0 +1,213 @@
+"""OpenAI-compatible chat-completions backend (vLLM, Ollama, llama.cpp server, SGLang, hosted APIs).
+
+One pooled ``httpx.Client`` per instance, timeouts, retries with exponential backoff and jitter on
+429 / 5xx / timeouts / connection errors / unreadable bodies, and a semaphore bounding the number
+of requests in flight. Safe to call from many threads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import threading
+import time
+from typing import Any
+
+import httpx
+
+from tandem.errors import ConfigError, LLMError
+from tandem.llm.types import LLMRequest, LLMResponse, truncate_at_stop, with_json_instruction
+
+JSON_MODES = ("prompt", "schema", "object")
+RETRY_STATUS = frozenset({408, 409, 425, 429})
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+class _Retryable(Exception):
+    """Internal: one attempt failed in a way worth retrying."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class OpenAILLM:
+    """Client of ``POST {base_url}/chat/completions``.
+
+    Args:
+        model: model name the server knows.
+        base_url: e.g. ``http://127.0.0.1:8000/v1`` (vLLM), ``http://127.0.0.1:11434/v1`` (Ollama).
+        api_key: the key itself; default: read from the environment variable ``api_key_env``.
+            Local servers need none (a placeholder is sent).
+        timeout: seconds for the whole response (read/write/pool); ``connect_timeout`` for connecting.
+        max_retries: retries after the first attempt (so ``max_retries + 1`` attempts at most).
+        backoff_base / backoff_max: sleep ``min(backoff_max, backoff_base * 2**n)`` plus up to 50 %
+            random jitter before retry ``n``; a 429's ``Retry-After`` is honoured up to ``backoff_max``.
+        max_concurrency: requests in flight at once from this instance (others wait).
+        json_mode: how ``LLMRequest.json_schema`` is passed on: ``"prompt"`` (instruction in the
+            prompt, works everywhere), ``"schema"`` (``response_format={"type": "json_schema"}``,
+            vLLM/SGLang/OpenAI), ``"object"`` (``{"type": "json_object"}`` plus the instruction).
+        extra_body: merged into every request body (e.g. ``{"top_p": 1.0}``).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 120.0,
+        connect_timeout: float = 10.0,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        max_concurrency: int = 8,
+        json_mode: str = "prompt",
+        extra_body: dict[str, Any] | None = None,
+        spec: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not model:
+            raise ConfigError("openai backend needs a model name: openai:MODEL@BASE_URL")
+        if json_mode not in JSON_MODES:
+            raise ConfigError(f"unknown json_mode {json_mode!r}; modes: {sorted(JSON_MODES)}")
+        if max_concurrency < 1:
+            raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if max_retries < 0:
+            raise ConfigError(f"max_retries must be >= 0, got {max_retries}")
+        self.name = model
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self.spec = spec or f"openai:{model}@{self.base_url}"
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.max_concurrency = max_concurrency
+        self.json_mode = json_mode
+        self.extra_body = dict(extra_body or {})
+        key = api_key if api_key is not None else os.environ.get(api_key_env, "")
+        headers = {"Authorization": f"Bearer {key or 'EMPTY'}", "Content-Type": "application/json"}
+        self._client = httpx.Client(
+            base_url=self.base_url,
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=connect_timeout),
+            limits=httpx.Limits(max_connections=max_concurrency, max_keepalive_connections=max_concurrency),
+            transport=transport,
+        )
+        self._slots = threading.BoundedSemaphore(max_concurrency)
+
+    # -- public -----------------------------------------------------------------------------
+
+    def complete(self, req: LLMRequest) -> LLMResponse:
+        """Send ``req``; retry transient failures; raise :class:`LLMError` when retries run out."""
+        body = self.request_body(req)
+        start = time.perf_counter()
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            try:
+                with self._slots:
+                    data = self._post(body)
+                return self._to_response(data, req, time.perf_counter() - start)
+            except _Retryable as exc:
+                last = str(exc)
+                if attempt == self.max_retries:
+                    break
+                time.sleep(self._backoff(attempt, exc.retry_after))
+        raise LLMError(
+            f"{self.spec}: request failed after {self.max_retries + 1} attempt(s); last error: {last}"
+        )
+
+    def request_body(self, req: LLMRequest) -> dict[str, Any]:
+        """The JSON body sent for ``req`` (exposed for tests and debugging)."""
+        messages = req.messages if self.json_mode == "schema" else with_json_instruction(req)
+        body: dict[str, Any] = {
+            "model": self.name,
+            "messages": [m.to_dict() for m in messages],
+            "max_tokens": req.max_tokens,
+            "temperature": req.temperature,
+        }
+        if req.stop:
+            body["stop"] = list(req.stop)
+        if req.seed is not None:
+            body["seed"] = req.seed
+        if req.json_schema is not None and self.json_mode == "schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": str(req.json_schema.get("title", "answer")), "schema": req.json_schema},
+            }
+        elif req.json_schema is not None and self.json_mode == "object":
+            body["response_format"] = {"type": "json_object"}
+        body.update(self.extra_body)
+        return body
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._client.close()
+
+    def __enter__(self) -> OpenAILLM:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"OpenAILLM(model={self.name!r}, base_url={self.base_url!r})"
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            resp = self._client.post("/chat/completions", json=body)
+        except httpx.TimeoutException as exc:
+            raise _Retryable(f"timeout ({type(exc).__name__})") from exc
+        except httpx.TransportError as exc:
+            raise _Retryable(f"connection error ({type(exc).__name__}: {exc})") from exc
+        if resp.status_code in RETRY_STATUS or resp.status_code >= 500:
+            raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:200]!r}", _retry_after(resp))
+        if resp.status_code >= 400:
+            raise LLMError(f"{self.spec}: HTTP {resp.status_code} (not retried): {resp.text[:500]}")
+        try:
+            data = resp.json()
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise _Retryable(f"unreadable body (not JSON): {resp.text[:200]!r}") from exc
+        if not isinstance(data, dict) or not data.get("choices"):
+            raise _Retryable(f"body without choices: {str(data)[:200]!r}")
+        return data
+
+    def _to_response(self, data: dict[str, Any], req: LLMRequest, latency: float) -> LLMResponse:
+        choice = data["choices"][0]
+        message = choice.get("message") or {}
+        text = message.get("content") if isinstance(message, dict) else None
+        if text is None:
+            text = choice.get("text") or ""
+        text, hit_stop = truncate_at_stop(str(text), req.stop)
+        reason = str(choice.get("finish_reason") or "stop")
+        if hit_stop:
+            reason = "stop"
+        usage = data.get("usage") or {}
+        return LLMResponse(
+            text=text,
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            latency_s=latency,
+            finish_reason=reason,
+            model=str(data.get("model") or self.name),
+        )
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        delay = min(self.backoff_max, self.backoff_base * (2**attempt))
+        delay *= 1.0 + 0.5 * random.random()
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.backoff_max))
+        return delay
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    value = resp.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None

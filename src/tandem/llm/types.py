@@ -1,0 +1,191 @@
+"""Typed LLM request/response and the ``LLM`` protocol every backend implements."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from tandem.errors import ConfigError
+
+ROLES = ("system", "user", "assistant")
+FINISH_REASONS = ("stop", "length", "error")
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat turn."""
+
+    role: str
+    content: str
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ConfigError(f"unknown message role {self.role!r}; roles: {sorted(ROLES)}")
+        if not isinstance(self.content, str):
+            raise ConfigError(f"message content must be a string, got {type(self.content).__name__}")
+
+    def to_dict(self) -> dict[str, str]:
+        """The OpenAI-style ``{"role", "content"}`` dict."""
+        return {"role": self.role, "content": self.content}
+
+
+def _as_message(item: Message | Mapping[str, str]) -> Message:
+    if isinstance(item, Message):
+        return item
+    if isinstance(item, Mapping):
+        return Message(role=str(item["role"]), content=str(item["content"]))
+    raise ConfigError(f"a message must be a Message or a {{role, content}} dict, got {type(item).__name__}")
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """What a method asks of an LLM. Lists given for ``messages``/``stop`` are stored as tuples.
+
+    ``json_schema`` asks for a JSON answer following that schema (backends either pass it to the
+    server as a structured-output constraint or add an instruction to the prompt). ``seed`` only
+    matters when ``temperature > 0``.
+    """
+
+    messages: tuple[Message, ...]
+    max_tokens: int = 256
+    temperature: float = 0.0
+    stop: tuple[str, ...] = ()
+    json_schema: dict[str, Any] | None = None
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        msgs = tuple(_as_message(m) for m in self.messages)
+        if not msgs:
+            raise ConfigError("an LLMRequest needs at least one message")
+        object.__setattr__(self, "messages", msgs)
+        stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
+        object.__setattr__(self, "stop", tuple(s for s in stop if s))
+        if self.max_tokens < 1:
+            raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.temperature < 0:
+            raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
+
+    @classmethod
+    def from_prompt(cls, prompt: str, *, system: str | None = None, **kwargs: Any) -> LLMRequest:
+        """A one-turn request: optional system message, then ``prompt`` as the user message."""
+        msgs: list[Message] = [Message("system", system)] if system else []
+        msgs.append(Message("user", prompt))
+        return cls(messages=tuple(msgs), **kwargs)
+
+    @property
+    def prompt_text(self) -> str:
+        """All message contents joined, for matching and logging."""
+        return "\n\n".join(m.content for m in self.messages)
+
+    @property
+    def last_user(self) -> str:
+        """Content of the last user message ('' when there is none)."""
+        for m in reversed(self.messages):
+            if m.role == "user":
+                return m.content
+        return ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (used for traces and cache keys)."""
+        return {
+            "messages": [m.to_dict() for m in self.messages],
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "stop": list(self.stop),
+            "json_schema": self.json_schema,
+            "seed": self.seed,
+        }
+
+    def canonical_json(self) -> str:
+        """Deterministic JSON of the request (sorted keys, no spaces)."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class LLMResponse:
+    """What a backend returns. ``finish_reason`` is ``"stop"`` (end of turn or a stop string) or
+    ``"length"`` (hit ``max_tokens``). Token counts are 0 where a server does not report them."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    finish_reason: str
+    model: str
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (used for traces and the cache)."""
+        return {
+            "text": self.text,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "latency_s": self.latency_s,
+            "finish_reason": self.finish_reason,
+            "model": self.model,
+            "cached": self.cached,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LLMResponse:
+        """Inverse of :meth:`to_dict`."""
+        return cls(
+            text=str(data["text"]),
+            prompt_tokens=int(data["prompt_tokens"]),
+            completion_tokens=int(data["completion_tokens"]),
+            latency_s=float(data["latency_s"]),
+            finish_reason=str(data["finish_reason"]),
+            model=str(data["model"]),
+            cached=bool(data.get("cached", False)),
+        )
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """Anything that completes chat requests. Implementations must be safe to call from many threads.
+
+    ``spec`` is the string it was loaded from (``"openai:gpt-4o-mini@https://..."``), ``name`` the
+    model name reported in responses and used in cache keys.
+    """
+
+    spec: str
+    name: str
+
+    def complete(self, req: LLMRequest) -> LLMResponse:
+        """Answer one request."""
+        ...
+
+
+def truncate_at_stop(text: str, stop: Iterable[str]) -> tuple[str, bool]:
+    """Cut ``text`` at the earliest occurrence of any stop string; says whether one was found."""
+    cut = -1
+    for s in stop:
+        if not s:
+            continue
+        i = text.find(s)
+        if i >= 0 and (cut < 0 or i < cut):
+            cut = i
+    return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+JSON_INSTRUCTION = (
+    "Reply with a single JSON value only (no prose, no code fences) that follows this JSON schema:\n"
+)
+
+
+def with_json_instruction(req: LLMRequest) -> tuple[Message, ...]:
+    """Messages of ``req`` with the JSON-schema instruction appended to the last user message.
+
+    Used by backends that cannot constrain decoding to a schema.
+    """
+    if req.json_schema is None:
+        return req.messages
+    note = JSON_INSTRUCTION + json.dumps(req.json_schema, sort_keys=True)
+    msgs = list(req.messages)
+    for i in range(len(msgs) - 1, -1, -1):
+        if msgs[i].role == "user":
+            msgs[i] = Message("user", f"{msgs[i].content}\n\n{note}")
+            return tuple(msgs)
+    return (*msgs, Message("user", note))
