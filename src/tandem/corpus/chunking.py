@@ -25,7 +25,8 @@ def chunk_text(text: str, max_tokens: int = 200, overlap: int = 40) -> list[str]
     chunks: list[list[str]] = []
     current: list[str] = []
     for words in paragraphs:
-        if current and len(current) + len(words) > max_tokens:
+        # a paragraph that fits a window starts a new one; a longer one is cut below anyway
+        if current and len(current) + len(words) > max_tokens and len(words) <= max_tokens:
             chunks.append(current)
             current = current[-overlap:] if overlap else []
         current = current + words

@@ -1,0 +1,116 @@
+"""``load_llm(spec, **opts)``: one string picks a backend.
+
+Specs:
+
+- ``local`` or ``local:NAME_OR_GGUF`` - the embedded SmolLM2 (default) or another GGUF, in-process.
+- ``hf:PATH_OR_NAME`` - any transformers causal LM folder (or a hub name already cached).
+- ``openai:MODEL@BASE_URL`` - an OpenAI-compatible server, e.g.
+  ``openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1``; without ``@BASE_URL`` the
+  ``base_url`` option, then ``$OPENAI_BASE_URL``, then api.openai.com.
+- ``llamacpp:PATH`` - a GGUF through llama-cpp-python (optional extra).
+- ``fake`` or ``fake:TEXT`` - :class:`tandem.testing.FakeLLM` answering ``TEXT`` to everything
+  (options ``responses=``/``rules=`` script it).
+
+Options are passed to the backend's constructor; ``cache=PATH`` wraps the result in
+:class:`tandem.llm.cache.CachedLLM`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tandem.errors import ConfigError
+from tandem.llm.types import LLM
+
+
+def _load_local(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
+    from tandem.llm.local import load_local
+
+    return load_local(arg or "smollm2", spec=spec, **opts)
+
+
+def _load_hf(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
+    if not arg:
+        raise ConfigError("hf backend needs a model: hf:PATH_OR_NAME")
+    from tandem.llm.hf import HFLLM
+
+    return HFLLM(arg, spec=spec, **opts)
+
+
+def _load_openai(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
+    from tandem.llm.openai_compat import OpenAILLM
+
+    model, base_url = split_model_url(arg)
+    if base_url and opts.get("base_url"):
+        raise ConfigError(f"spec {spec!r} gives a base URL; do not pass base_url= as well")
+    return OpenAILLM(model, base_url or opts.pop("base_url", None), spec=spec, **opts)
+
+
+def _load_llamacpp(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
+    from tandem.llm.llamacpp import LlamaCppLLM
+
+    return LlamaCppLLM(arg or "smollm2", spec=spec, **opts)
+
+
+def _load_fake(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
+    from tandem.testing.fake_llm import FakeLLM
+
+    if arg:
+        opts.setdefault("default", arg)
+    return FakeLLM(spec=spec, **opts)
+
+
+Loader = Callable[[str, str, dict[str, Any]], LLM]
+
+REGISTRY: dict[str, Loader] = {
+    "local": _load_local,
+    "hf": _load_hf,
+    "openai": _load_openai,
+    "llamacpp": _load_llamacpp,
+    "fake": _load_fake,
+}
+
+
+def split_model_url(arg: str) -> tuple[str, str | None]:
+    """``"MODEL@http://host/v1"`` -> ``("MODEL", "http://host/v1")``; no ``@http`` -> ``(arg, None)``.
+
+    Splits at the first ``@http://`` / ``@https://`` so model names may contain ``@``.
+    """
+    for marker in ("@http://", "@https://"):
+        idx = arg.find(marker)
+        if idx >= 0:
+            model, url = arg[:idx], arg[idx + 1 :]
+            if not model:
+                raise ConfigError(f"missing model name before the URL in {arg!r}: openai:MODEL@BASE_URL")
+            return model, url
+    if "@" in arg:
+        raise ConfigError(f"the base URL in {arg!r} must start with http:// or https://")
+    if not arg:
+        raise ConfigError("openai backend needs a model: openai:MODEL@BASE_URL")
+    return arg, None
+
+
+def parse_spec(spec: str) -> tuple[str, str]:
+    """``"backend:arg"`` -> ``(backend, arg)``; raises ConfigError for an unknown backend."""
+    if not isinstance(spec, str) or not spec.strip():
+        raise ConfigError(f"an LLM spec must be a non-empty string like 'local'; backends: {sorted(REGISTRY)}")
+    backend, _, arg = spec.strip().partition(":")
+    if backend not in REGISTRY:
+        raise ConfigError(f"unknown LLM backend {backend!r} in spec {spec!r}; backends: {sorted(REGISTRY)}")
+    return backend, arg
+
+
+def load_llm(spec: str, *, cache: str | Path | None = None, **opts: Any) -> LLM:
+    """Build the LLM a spec names (see module doc); ``cache=PATH`` adds the SQLite response cache."""
+    backend, arg = parse_spec(spec)
+    try:
+        llm = REGISTRY[backend](arg, spec.strip(), dict(opts))
+    except TypeError as exc:
+        raise ConfigError(f"bad option for the {backend!r} LLM backend: {exc}") from exc
+    if cache is not None:
+        from tandem.llm.cache import CachedLLM
+
+        return CachedLLM(llm, cache)
+    return llm

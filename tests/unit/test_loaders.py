@@ -1,0 +1,181 @@
+"""Every format in ../shared/data loads with the right gold ids; bad input gives clear errors."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from tandem.corpus import load_corpus, load_dataset, load_folder, sniff_format
+from tandem.errors import DataError
+from tandem.types import doc_id_for
+from tests.conftest import shared
+
+
+def _gold_titles(ds, q):
+    by_id = {d.id: d for d in ds.passages}
+    return sorted(by_id[g].title for g in q.gold_doc_ids)
+
+
+def test_ircot_dev500_pool_and_gold():
+    ds = load_dataset(shared("hotpotqa/dev500.jsonl"))
+    assert ds.format == "ircot"
+    assert len(ds.questions) == 500
+    assert len(ds.passages) == 4858
+    first = ds.questions[0]
+    assert first.answers == ("Chief of Protocol",)
+    assert _gold_titles(ds, first) == ["Kiss and Tell (1945 film)", "Shirley Temple"]
+    ids = {d.id for d in ds.passages}
+    assert all(len(q.gold_doc_ids) == 2 and set(q.gold_doc_ids) <= ids for q in ds.questions)
+
+
+def test_hipporag_musique_maps_gold_onto_corpus_file():
+    ds = load_dataset(shared("musique/hipporag_100.json"))
+    assert ds.format == "hipporag"
+    assert len(ds.questions) == 100 and len(ds.passages) == 1890
+    raw = json.loads(shared("musique/hipporag_100.json").read_text())[0]
+    want = sorted(p["title"] for p in raw["paragraphs"] if p["is_supporting"])
+    assert _gold_titles(ds, ds.questions[0]) == want
+    assert ds.questions[0].answers[0] == raw["answer"]
+    ids = {d.id for d in ds.passages}
+    assert all(q.gold_doc_ids and set(q.gold_doc_ids) <= ids for q in ds.questions)
+
+
+def test_hotpotqa_original_supporting_facts():
+    ds = load_dataset(shared("fixtures/hotpot_example.jsonl"))
+    assert ds.format == "hotpotqa" and len(ds.questions) == 10
+    q = ds.questions[0]
+    assert q.answers == ("Major League Soccer",)
+    assert _gold_titles(ds, q) == ["Donnie Smith", "Major League Soccer"]
+    assert len(q.metadata["supporting_sentences"]) == 3
+
+
+def test_2wiki_original_keeps_evidences():
+    ds = load_dataset(shared("fixtures/wiki_example.jsonl"))
+    assert ds.format == "2wiki"
+    q = ds.questions[0]
+    assert _gold_titles(ds, q) == ["Come with Me (Pure Imagination)", "Hold on Me (Grinspoon song)"]
+    assert q.metadata["evidences"][0][1] == "publication date"
+
+
+def test_musique_original_fixture():
+    ds = load_dataset(shared("fixtures/musique_example.jsonl"))
+    assert ds.format == "musique" and len(ds.questions) == 10
+    raw = json.loads(shared("fixtures/musique_example.jsonl").read_text().splitlines()[0])
+    assert _gold_titles(ds, ds.questions[0]) == sorted(p["title"] for p in raw["paragraphs"] if p["is_supporting"])
+
+
+def test_nq_oracle_gz():
+    ds = load_dataset(shared("nq/nq-open-oracle.jsonl.gz"))
+    assert ds.format == "nq_oracle" and len(ds.questions) == 2655
+    q = ds.questions[0]
+    assert q.text == "who got the first nobel prize in physics"
+    assert _gold_titles(ds, q) == ["List of Nobel laureates in Physics"]
+
+
+def test_bamboogle_simple_qa():
+    ds = load_dataset(shared("bamboogle/bamboogle.jsonl"))
+    assert ds.format == "simple_qa" and len(ds.questions) == 125
+    assert ds.questions[0].answers == ("james madison",)
+    assert not ds.passages
+
+
+def test_flashrag_dataset_and_corpus(tmp_path: Path):
+    data = tmp_path / "test.jsonl"
+    data.write_text(json.dumps({"id": "q1", "question": "Who?", "golden_answers": ["A", "B"], "metadata": {"type": "x"}}) + "\n")
+    ds = load_dataset(data)
+    assert ds.format == "flashrag" and ds.questions[0].answers == ("A", "B")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "7", "contents": '"Warsaw"\nWarsaw is the capital of Poland.'}) + "\n")
+    docs = load_corpus(corpus)
+    assert docs[0].id == "7" and docs[0].title == "Warsaw" and docs[0].text == "Warsaw is the capital of Poland."
+
+
+def test_plain_corpus_and_content_ids(tmp_path: Path):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(
+        json.dumps({"id": "a", "title": "T", "text": "x y"}) + "\n" + json.dumps({"title": "U", "text": "z"}) + "\n"
+    )
+    docs = load_corpus(corpus)
+    assert [d.id for d in docs] == ["a", doc_id_for("U", "z")]
+
+
+def test_folder_chunking(tmp_path: Path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "long.md").write_text("# Long doc\n\n" + " ".join(f"w{i}" for i in range(450)))
+    (tmp_path / "short.txt").write_text("just a few words")
+    docs = load_folder(tmp_path, max_tokens=200, overlap=40)
+    assert sniff_format(tmp_path) == "folder"
+    longs = [d for d in docs if d.metadata["source"] == "sub/long.md"]
+    assert [d.id for d in longs] == ["sub/long.md#0", "sub/long.md#1", "sub/long.md#2"]
+    assert longs[0].title == "Long doc"
+    assert all(len(d.text.split()) <= 200 for d in longs)
+    # consecutive chunks share exactly the overlap
+    assert longs[0].text.split()[-40:] == longs[1].text.split()[:40]
+    assert longs[-1].text.split()[-1] == "w449"
+
+
+# --- bad input -------------------------------------------------------------------------------
+
+def _write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_malformed_json_line_names_file_and_line(tmp_path: Path):
+    path = _write(tmp_path / "c.jsonl", ['{"id": "1", "text": "a"}', '{"id": "2", "text": ', '{"id": "3", "text": "c"}'])
+    with pytest.raises(DataError, match=r"c\.jsonl:2: malformed JSON"):
+        load_corpus(path)
+
+
+def test_malformed_line_skipped_and_counted(tmp_path: Path):
+    path = _write(tmp_path / "q.jsonl", [
+        '{"question": "a?", "answer": "x"}', "not json", '{"question": "b?", "answer": "y"}',
+    ])
+    ds = load_dataset(path, skip_bad=True)
+    assert len(ds.questions) == 2 and ds.skipped == 1
+    assert any("q.jsonl:2" in n for n in ds.notes)
+
+
+def test_non_utf8_bytes(tmp_path: Path):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"id": "1", "text": "ok"}\n{"id": "2", "text": "caf\xe9"}\n')
+    with pytest.raises(DataError, match=r"c\.jsonl:2: not valid UTF-8"):
+        load_corpus(path)
+
+
+def test_empty_text(tmp_path: Path):
+    path = _write(tmp_path / "c.jsonl", ['{"id": "1", "text": "ok"}', '{"id": "2", "title": "T", "text": "  "}'])
+    with pytest.raises(DataError, match=r"c\.jsonl:2: .*empty text"):
+        load_corpus(path)
+
+
+def test_duplicate_ids(tmp_path: Path):
+    path = _write(tmp_path / "c.jsonl", ['{"id": "1", "text": "a"}', '{"id": "1", "text": "b"}'])
+    with pytest.raises(DataError, match=r"c\.jsonl:2: duplicate id '1'.*line 1"):
+        load_corpus(path)
+    qpath = _write(tmp_path / "q.jsonl", ['{"id": "q", "question": "a?", "answer": "x"}', '{"id": "q", "question": "b?", "answer": "y"}'])
+    with pytest.raises(DataError, match=r"q\.jsonl:2: duplicate question id 'q'"):
+        load_dataset(qpath)
+
+
+def test_missing_required_field(tmp_path: Path):
+    path = _write(tmp_path / "h.jsonl", [json.dumps({"_id": "1", "question": "q?", "context": [["T", ["s."]]], "supporting_facts": []})])
+    with pytest.raises(DataError, match=r"h\.jsonl:1: bad hotpotqa record: missing required field 'answer'"):
+        load_dataset(path)
+
+
+def test_unknown_format(tmp_path: Path):
+    path = _write(tmp_path / "x.jsonl", ['{"foo": 1}'])
+    with pytest.raises(DataError, match="cannot tell the format"):
+        load_dataset(path)
+
+
+def test_gzip_jsonl_errors_keep_line(tmp_path: Path):
+    path = tmp_path / "c.jsonl.gz"
+    with gzip.open(path, "wt") as handle:
+        handle.write('{"id": "1", "text": "a"}\n{bad\n')
+    with pytest.raises(DataError, match=r"c\.jsonl\.gz:2"):
+        load_corpus(path)
