@@ -63,7 +63,7 @@ class FakeOpenAIServer:
     """Threaded HTTP server speaking enough of the OpenAI chat API; a context manager.
 
     Attributes after start: ``base_url`` (``http://127.0.0.1:PORT/v1``), ``requests`` (bodies
-    received, in order), ``count``, ``in_flight``, ``max_in_flight``.
+    received, in order), ``headers`` (their lower-cased headers), ``count``, ``in_flight``, ``max_in_flight``.
     """
 
     def __init__(
@@ -79,6 +79,7 @@ class FakeOpenAIServer:
         self.faults = list(faults)
         self.model = model
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
         self.count = 0
         self.in_flight = 0
         self.max_in_flight = 0
@@ -99,7 +100,9 @@ class FakeOpenAIServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._httpd.daemon_threads = True
         self.port = int(self._httpd.server_address[1])
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-openai", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -120,10 +123,11 @@ class FakeOpenAIServer:
 
     # -- used by the handler -------------------------------------------------------------------
 
-    def _enter(self, body: dict[str, Any]) -> Fault | None:
+    def _enter(self, body: dict[str, Any], headers: dict[str, str]) -> Fault | None:
         with self._lock:
             self.count += 1
             self.requests.append(body)
+            self.headers.append(headers)
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             prompt = _last_user(body)
@@ -169,6 +173,7 @@ class FakeOpenAIServer:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, so clients can pool connections
+    disable_nagle_algorithm = True  # headers and body go out in two writes
     server_state: FakeOpenAIServer
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature from the base class
@@ -194,7 +199,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": "body is not JSON"}})
             return
         state = self.server_state
-        fault = state._enter(body)
+        fault = state._enter(body, {k.lower(): v for k, v in self.headers.items()})
         try:
             state._sleep(state.latency_s)
             if fault is not None and fault.kind == "timeout":

@@ -1,0 +1,161 @@
+"""The QA evaluation runner: questions in flight concurrently, each finished one appended to
+``predictions.jsonl`` at once (so a killed run resumes without losing or repeating a question),
+failures recorded per question, metrics and a markdown table at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+from tandem.errors import ConfigError, TandemError
+from tandem.eval.judge import score_prediction
+from tandem.eval.qa_metrics import gold_doc_recall
+from tandem.eval.rundir import CONFIG_FILE, RunDir
+from tandem.io import atomic_open
+from tandem.llm.types import LLM
+from tandem.methods.base import Method
+from tandem.types import Question
+
+PREDICTIONS = "predictions.jsonl"
+# settings that must match for a run folder to be resumed
+RESUME_KEYS = ("method", "dataset", "index", "llm", "hyper", "judge", "reanswer")
+
+
+def load_done(path: Path) -> dict[str, dict[str, Any]]:
+    """Records already in ``predictions.jsonl``; a torn last line (killed mid-write) is cut off."""
+    if not path.exists():
+        return {}
+    done: dict[str, dict[str, Any]] = {}
+    good: list[str] = []
+    torn = False
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            torn = True
+            continue
+        if not line.endswith("\n"):
+            torn = True
+            continue
+        done[rec["id"]] = rec
+        good.append(line)
+    if torn:
+        with atomic_open(path) as handle:
+            handle.writelines(good)
+    return done
+
+
+class PredictionWriter:
+    """Appends one JSON line per finished question, flushed and fsynced, from many threads."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.Lock()
+        self.handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        with self.lock:
+            self.handle.write(line)
+            self.handle.flush()
+            os.fsync(self.handle.fileno())
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+def run_one(method: Method, question: Question, *, judge_llm: LLM | None, reanswer_llm: LLM | None) -> dict[str, Any]:
+    """Answer and score one question; an exception becomes an error record, never a crash."""
+    start = time.perf_counter()
+    record: dict[str, Any] = {"id": question.id, "question": question.text, "golden_answers": list(question.answers)}
+    try:
+        answer = method.answer(question)
+        scores, rewritten = score_prediction(question.text, answer.text, question.answers,
+                                             judge_llm=judge_llm, reanswer_llm=reanswer_llm)
+        recall = gold_doc_recall(question.gold_doc_ids, answer.trace.docs_read)
+        record.update({
+            "prediction": answer.text, "reanswer": rewritten, "scores": scores,
+            "gold_doc_recall": recall, "llm_calls": len(answer.trace.llm_calls), "tokens": answer.trace.tokens,
+            "seconds": round(time.perf_counter() - start, 3), "trace": answer.trace.to_dict(),
+        })
+    except (TandemError, ValueError, KeyError, RuntimeError, OSError) as exc:
+        record.update({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=5),
+                       "seconds": round(time.perf_counter() - start, 3)})
+    return record
+
+
+def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Mean metrics over answered questions, plus cost per question and the error count."""
+    ok = [r for r in records if "error" not in r]
+    metrics: dict[str, Any] = {"questions": len(records), "answered": len(ok), "errors": len(records) - len(ok)}
+    if not ok:
+        return metrics
+    for key in ok[0]["scores"]:
+        metrics[key] = sum(r["scores"][key] for r in ok) / len(ok)
+    recalls = [r["gold_doc_recall"] for r in ok if r["gold_doc_recall"] is not None]
+    if recalls:
+        metrics["gold_doc_recall"] = sum(recalls) / len(recalls)
+    for key in ("llm_calls", "tokens", "seconds"):
+        metrics[f"{key}_per_q"] = sum(r[key] for r in ok) / len(ok)
+    return metrics
+
+
+def run_qa(
+    method: Method,
+    questions: Sequence[Question],
+    out_dir: str | Path,
+    config: dict[str, Any],
+    *,
+    concurrency: int = 1,
+    judge_llm: LLM | None = None,
+    reanswer_llm: LLM | None = None,
+    retry_errors: bool = False,
+    on_record: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run ``method`` over ``questions`` into ``out_dir``, resuming what is already there."""
+    run = RunDir(out_dir)
+    if (run.folder / CONFIG_FILE).exists():
+        old = run.read_config()
+        changed = [k for k in RESUME_KEYS if old.get(k) != config.get(k)]
+        if changed:
+            raise ConfigError(f"{out_dir} holds a run with other settings ({', '.join(changed)}): use another --out")
+    run.write_config(config)
+    path = run.folder / PREDICTIONS
+    done = load_done(path)
+    if retry_errors and any("error" in r for r in done.values()):
+        done = {k: r for k, r in done.items() if "error" not in r}
+        with atomic_open(path) as handle:
+            handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in done.values())
+    pending = [q for q in questions if q.id not in done]
+    writer = PredictionWriter(path)
+    records = [done[q.id] for q in questions if q.id in done]
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            futures = [pool.submit(run_one, method, q, judge_llm=judge_llm, reanswer_llm=reanswer_llm) for q in pending]
+            for future in as_completed(futures):
+                record = future.result()
+                writer.write(record)
+                records.append(record)
+                if on_record is not None:
+                    on_record(record, summarize(records))
+    finally:
+        writer.close()
+    wanted = {q.id for q in questions}
+    metrics = summarize([r for r in records if r["id"] in wanted])
+    metrics["method"] = config.get("method")
+    run.write_metrics(metrics, [metrics_row(metrics)], f"QA: {config.get('method')} on {Path(str(config.get('dataset'))).name}")
+    return metrics
+
+
+def metrics_row(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The columns of the markdown table, in the papers' order."""
+    cols = ("method", "questions", "errors", "em", "f1", "acc", "judge", "rouge_l", "gold_doc_recall",
+            "llm_calls_per_q", "tokens_per_q", "seconds_per_q")
+    return {c: metrics[c] for c in cols if c in metrics}

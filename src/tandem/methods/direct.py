@@ -1,0 +1,23 @@
+"""Direct: the LLM answers from its own knowledge, no retrieval (DualRAG's baseline, methods.md §3.6)."""
+
+from __future__ import annotations
+
+from tandem.llm.types import LLM
+from tandem.methods.base import brief_answer_messages, call_llm, clean_answer
+from tandem.types import Answer, Question, Step, Trace
+
+
+class Direct:
+    """Closed-book answer with the brevity prompt."""
+
+    name = "direct"
+
+    def __init__(self, llm: LLM, *, temperature: float = 0.0, max_tokens: int = 32) -> None:
+        self.llm, self.temperature, self.max_tokens = llm, temperature, max_tokens
+
+    def answer(self, question: Question) -> Answer:
+        trace = Trace()
+        step = trace.add(Step("answer"))
+        text = call_llm(self.llm, step, "answer", brief_answer_messages(question.text),
+                        max_tokens=self.max_tokens, temperature=self.temperature)
+        return Answer(question.id, clean_answer(text), trace, self.name)

@@ -1,0 +1,113 @@
+"""IRCoT (Trivedi et al., ACL 2023) as DualRAG and FlashRAG run it (methods.md §3.6):
+
+    docs <- retrieve(question)
+    repeat at most max_steps times:
+        t <- LLM(instruction, demo, docs, question, thoughts so far)   # ONE chain-of-thought sentence
+        thoughts += t
+        if ANSWER_MARKER in t: break
+        docs <- retrieve(t)            (policy "replace", DualRAG)  or  docs + retrieve(t)  ("accumulate", FlashRAG)
+    answer <- text after ANSWER_MARKER, or one brief answer call over docs + thoughts if it never came
+"""
+
+from __future__ import annotations
+
+import re
+
+from tandem.errors import ConfigError
+from tandem.llm.types import LLM, Message
+from tandem.methods.base import Search, brief_answer_messages, call_llm, clean_answer, format_docs
+from tandem.types import Answer, Document, Question, Step, Trace
+
+ANSWER_MARKER = "So the answer is:"
+POLICIES = ("replace", "accumulate")
+
+INSTRUCTION = (
+    "Answer the question by reasoning one step at a time over the documents. Each reply adds exactly "
+    f"ONE short sentence to the reasoning. When the reasoning is complete, reply with '{ANSWER_MARKER} ' "
+    "followed by the answer in a few words."
+)
+DEMO = (
+    "Documents:\n"
+    "[1] Irène Joliot-Curie: Irène Joliot-Curie was a French chemist, the elder daughter of Marie and Pierre Curie.\n"
+    "[2] Marie Curie: Marie Curie was born Maria Skłodowska in Warsaw in 1867.\n"
+    "Question: In which city was the mother of Irène Joliot-Curie born?\n"
+    "Reasoning:\n"
+    "Irène Joliot-Curie was the daughter of Marie Curie.\n"
+    "Marie Curie was born in Warsaw.\n"
+    f"{ANSWER_MARKER} Warsaw"
+)
+_PERIOD = re.compile(r"\.(\s|$)")
+_ABBREVIATIONS = {"dr", "mr", "mrs", "ms", "st", "jr", "sr", "vs", "no", "mt", "ft", "e.g", "i.e", "etc", "inc", "co"}
+
+
+def first_sentence(text: str) -> str:
+    """The first line, cut after its first sentence unless it carries the answer marker."""
+    line = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if ANSWER_MARKER.lower() in line.lower():
+        return line
+    for match in _PERIOD.finditer(line):
+        word = line[: match.start()].rsplit(None, 1)[-1].lower() if line[: match.start()].strip() else ""
+        if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+            continue  # "Dr. Smith", "J. R. R. Tolkien"
+        return line[: match.start() + 1]
+    return line
+
+
+def extract_answer(thought: str) -> str | None:
+    """The text after the answer marker, or None if the marker is absent (case-insensitive)."""
+    idx = thought.lower().find(ANSWER_MARKER.lower())
+    return clean_answer(thought[idx + len(ANSWER_MARKER):]) if idx >= 0 else None
+
+
+class IRCoT:
+    """Interleaving retrieval with chain-of-thought, one sentence per step."""
+
+    name = "ircot"
+
+    def __init__(self, llm: LLM, search: Search, *, k: int = 5, max_steps: int = 5, policy: str = "replace",
+                 temperature: float = 0.0, max_tokens: int = 64) -> None:
+        if policy not in POLICIES:
+            raise ConfigError(f"unknown IRCoT document policy {policy!r}; choose one of {sorted(POLICIES)}")
+        self.llm, self.search, self.k, self.max_steps, self.policy = llm, search, k, max_steps, policy
+        self.temperature, self.max_tokens = temperature, max_tokens
+
+    def _messages(self, question: str, docs: list[Document], thoughts: list[str]) -> list[Message]:
+        user = f"Documents:\n{format_docs(docs)}\nQuestion: {question}\nReasoning:\n" + "".join(t + "\n" for t in thoughts)
+        return [Message("system", INSTRUCTION), Message("user", DEMO), Message("assistant", "Understood."),
+                Message("user", user)]
+
+    def _retrieve(self, trace: Trace, step: Step, query: str, docs: list[Document]) -> list[Document]:
+        hits, new = self.search(query, self.k)
+        step.queries.append(query)
+        step.hits = hits
+        if self.policy == "accumulate":
+            seen = {d.id for d in docs}
+            new = docs + [d for d in new if d.id not in seen]
+        trace.read([d.id for d in new])
+        return new
+
+    def answer(self, question: Question) -> Answer:
+        trace = Trace()
+        docs = self._retrieve(trace, trace.add(Step("retrieve")), question.text, [])
+        thoughts: list[str] = []
+        for i in range(self.max_steps):
+            step = trace.add(Step(f"reason {i + 1}"))
+            raw = call_llm(self.llm, step, "reason", self._messages(question.text, docs, thoughts),
+                           max_tokens=self.max_tokens, temperature=self.temperature, stop=("\n",))
+            thought = first_sentence(raw)
+            thoughts.append(thought)
+            step.notes["thought"] = thought
+            found = extract_answer(thought)
+            if found is not None:
+                step.notes["stop"] = "answer marker"
+                return Answer(question.id, found, trace, self.name)
+            if not thought:
+                step.notes["stop"] = "empty thought"
+                break
+            if i + 1 < self.max_steps:
+                docs = self._retrieve(trace, step, thought, docs)
+        final = trace.add(Step("answer", notes={"reason": "no answer marker within the step cap"}))
+        text = call_llm(self.llm, final, "answer",
+                        brief_answer_messages(question.text, docs, "Reasoning so far:\n" + "\n".join(thoughts)),
+                        max_tokens=32, temperature=self.temperature)
+        return Answer(question.id, clean_answer(text), trace, self.name)

@@ -1,0 +1,34 @@
+"""NativeRAG: retrieve top-k with the question, optionally rerank, answer from the documents
+(methods.md §3.6; DualRAG's code keeps reranker scores > 0 and samples at temperature 0.3 —
+both are settings here, with deterministic decoding by default)."""
+
+from __future__ import annotations
+
+from tandem.llm.types import LLM
+from tandem.methods.base import Search, brief_answer_messages, call_llm, clean_answer
+from tandem.types import Answer, Question, Step, Trace
+
+
+class NaiveRAG:
+    """Retrieve, (rerank,) read, answer."""
+
+    name = "naive_rag"
+
+    def __init__(self, llm: LLM, search: Search, *, k: int = 5, candidates: int = 50, reranker: object | None = None,
+                 temperature: float = 0.0, max_tokens: int = 32) -> None:
+        self.llm, self.search, self.k, self.candidates = llm, search, k, candidates
+        self.reranker, self.temperature, self.max_tokens = reranker, temperature, max_tokens
+
+    def answer(self, question: Question) -> Answer:
+        trace = Trace()
+        step = trace.add(Step("retrieve", queries=[question.text]))
+        hits, docs = self.search(question.text, self.candidates if self.reranker else self.k)
+        if self.reranker is not None:
+            hits = self.reranker.rerank(question.text, hits, self.k)  # type: ignore[attr-defined]
+            docs = [self.search.store.get(h.doc_id) for h in hits]
+        step.hits = hits
+        trace.read([d.id for d in docs])
+        answer_step = trace.add(Step("answer"))
+        text = call_llm(self.llm, answer_step, "answer", brief_answer_messages(question.text, docs),
+                        max_tokens=self.max_tokens, temperature=self.temperature)
+        return Answer(question.id, clean_answer(text), trace, self.name)

@@ -1,0 +1,46 @@
+"""Oracle: NativeRAG's reader fed the gold evidence (methods.md §3.6).
+
+``mode="sentence"`` gives the gold supporting sentences where the dataset has them (HotpotQA and
+2Wiki originals), else the gold paragraphs; ``mode="paragraph"`` always gives paragraphs.
+"""
+
+from __future__ import annotations
+
+from tandem.errors import ConfigError, DataError
+from tandem.index.store import DocStore
+from tandem.llm.types import LLM
+from tandem.methods.base import brief_answer_messages, call_llm, clean_answer
+from tandem.types import Answer, Document, Question, Step, Trace
+
+MODES = ("sentence", "paragraph")
+
+
+class Oracle:
+    """Answer from gold evidence: an upper bound for the reader."""
+
+    name = "oracle"
+
+    def __init__(self, llm: LLM, store: DocStore, *, mode: str = "sentence", temperature: float = 0.0,
+                 max_tokens: int = 32) -> None:
+        if mode not in MODES:
+            raise ConfigError(f"unknown oracle mode {mode!r}; choose one of {sorted(MODES)}")
+        self.llm, self.store, self.mode = llm, store, mode
+        self.temperature, self.max_tokens = temperature, max_tokens
+
+    def evidence(self, question: Question) -> list[Document]:
+        """The gold paragraphs, or one pseudo-document holding the gold sentences."""
+        if not question.gold_doc_ids:
+            raise DataError(f"question {question.id} has no gold documents: the oracle cannot answer it")
+        sentences = question.metadata.get("supporting_sentences") or []
+        if self.mode == "sentence" and sentences:
+            return [Document("gold-sentences", "", " ".join(sentences))]
+        return [self.store.get(g) for g in question.gold_doc_ids if g in self.store]
+
+    def answer(self, question: Question) -> Answer:
+        trace = Trace()
+        docs = self.evidence(question)
+        trace.read(list(question.gold_doc_ids))
+        step = trace.add(Step("answer", notes={"evidence": self.mode}))
+        text = call_llm(self.llm, step, "answer", brief_answer_messages(question.text, docs),
+                        max_tokens=self.max_tokens, temperature=self.temperature)
+        return Answer(question.id, clean_answer(text), trace, self.name)

@@ -1,0 +1,118 @@
+"""Direct, NativeRAG, Oracle and IRCoT driven by the scripted fake LLM: control flow and traces."""
+
+from __future__ import annotations
+
+import pytest
+
+from tandem.errors import ConfigError
+from tandem.index import build_index, open_index
+from tandem.methods import Search, build_method
+from tandem.methods.ircot import ANSWER_MARKER, extract_answer, first_sentence
+from tandem.retrieve import open_retriever
+from tandem.testing.fake_llm import FakeLLM
+from tandem.types import Question
+
+
+@pytest.fixture
+def search(tmp_path, small_docs):
+    build_index(small_docs, tmp_path / "idx", kind="bm25")
+    idx = open_index(tmp_path / "idx")
+    return Search(open_retriever(idx), idx.store)
+
+
+QUESTION = Question("q1", "Which river flows through the city where Marie Curie was born?", ("Vistula",), ("d1", "d3"))
+
+
+def test_direct_makes_one_call_without_retrieval():
+    llm = FakeLLM(responses=["Answer: Vistula."])
+    ans = build_method("direct", llm).answer(QUESTION)
+    assert ans.text == "Vistula"
+    assert [s.name for s in ans.trace.steps] == ["answer"]
+    assert ans.trace.docs_read == [] and len(ans.trace.llm_calls) == 1
+    assert "Vistula" not in llm.calls[0].prompt_text  # no documents in a closed-book prompt
+
+
+def test_naive_rag_reads_top_k(search):
+    llm = FakeLLM(responses=["Vistula"])
+    ans = build_method("naive_rag", llm, search, k=2).answer(QUESTION)
+    retrieve = ans.trace.steps[0]
+    assert retrieve.queries == [QUESTION.text] and len(retrieve.hits) == 2
+    assert ans.trace.docs_read == [h.doc_id for h in retrieve.hits]
+    prompt = llm.calls[0].last_user
+    assert "[1]" in prompt and "[2]" in prompt and "[3]" not in prompt
+    assert ans.text == "Vistula"
+
+
+def test_oracle_reads_gold_only(search):
+    llm = FakeLLM(responses=["Vistula"])
+    ans = build_method("oracle", llm, store=search.store, mode="paragraph").answer(QUESTION)
+    prompt = llm.calls[0].last_user
+    assert "born in Warsaw" in prompt and "capital of Poland" in prompt and "Seine" not in prompt
+    assert ans.trace.docs_read == ["d1", "d3"]
+
+
+def test_oracle_sentence_mode_uses_supporting_sentences(search):
+    q = Question("q", "Where?", ("x",), ("d1",), {"supporting_sentences": ["Only this sentence."]})
+    llm = FakeLLM(responses=["x"])
+    build_method("oracle", llm, store=search.store).answer(q)
+    assert "Only this sentence." in llm.calls[0].last_user and "Nobel" not in llm.calls[0].last_user
+
+
+def test_ircot_stops_on_answer_marker(search):
+    llm = FakeLLM(responses=[
+        "Marie Curie was born in Warsaw. She later moved.",
+        "Warsaw lies on the Vistula river.",
+        f"{ANSWER_MARKER} the Vistula.",
+    ])
+    ans = build_method("ircot", llm, search, k=2).answer(QUESTION)
+    assert ans.text == "the Vistula"
+    names = [s.name for s in ans.trace.steps]
+    assert names == ["retrieve", "reason 1", "reason 2", "reason 3"]
+    # each thought (first sentence only) became the next query
+    assert ans.trace.steps[1].notes["thought"] == "Marie Curie was born in Warsaw."
+    assert ans.trace.steps[1].queries == ["Marie Curie was born in Warsaw."]
+    assert ans.trace.steps[2].queries == ["Warsaw lies on the Vistula river."]
+    assert ans.trace.steps[3].notes["stop"] == "answer marker" and ans.trace.steps[3].queries == []
+    assert all(call.messages[-1]["content"].endswith("\n") for call in ans.trace.llm_calls)
+    assert len(llm.calls) == 3
+
+
+def test_ircot_respects_step_cap_then_answers(search):
+    llm = FakeLLM(responses=["Thinking about Curie."] * 3 + ["Warsaw"])
+    ans = build_method("ircot", llm, search, k=2, max_steps=3).answer(QUESTION)
+    assert [s.name for s in ans.trace.steps] == ["retrieve", "reason 1", "reason 2", "reason 3", "answer"]
+    assert ans.trace.steps[3].queries == []  # no retrieval after the last allowed step
+    assert ans.text == "Warsaw" and len(llm.calls) == 4
+
+
+def test_ircot_document_policies(search):
+    script = ["Paris is the capital of France.", f"{ANSWER_MARKER} no idea"]
+    replace = build_method("ircot", FakeLLM(responses=script), search, k=1, policy="replace").answer(QUESTION)
+    accumulate = build_method("ircot", FakeLLM(responses=script), search, k=1, policy="accumulate").answer(QUESTION)
+    first = replace.trace.steps[0].hits[0].doc_id
+    second = replace.trace.steps[1].hits[0].doc_id
+    assert second == "d5" and first != second
+    # the prompt of the second reasoning call shows one doc under replace, both under accumulate
+    replace_prompt = replace.trace.llm_calls[1].messages[-1]["content"]
+    accumulate_prompt = accumulate.trace.llm_calls[1].messages[-1]["content"]
+    assert "[2]" not in replace_prompt and "Seine" in replace_prompt
+    assert "[2]" in accumulate_prompt and "Seine" in accumulate_prompt
+    assert accumulate.trace.docs_read == [first, "d5"]
+
+
+def test_ircot_helpers():
+    assert first_sentence("Dr. Smith was born in 1950. Then more.") == "Dr. Smith was born in 1950."
+    assert first_sentence(f"So the answer is: St. Louis. Extra") == "So the answer is: St. Louis. Extra"
+    assert extract_answer("so the answer is: Warsaw.") == "Warsaw"
+    assert extract_answer("No marker here.") is None
+
+
+def test_unknown_method_and_settings(search):
+    with pytest.raises(ConfigError, match=r"unknown method 'nope'; choose one of \['direct'"):
+        build_method("nope", FakeLLM())
+    with pytest.raises(ConfigError, match="give it an index"):
+        build_method("ircot", FakeLLM())
+    with pytest.raises(ConfigError, match="policy"):
+        build_method("ircot", FakeLLM(), search, policy="sometimes")
+    with pytest.raises(ConfigError, match="bad hyper-parameter"):
+        build_method("direct", FakeLLM(), top_p=3)
