@@ -145,6 +145,145 @@ def eval_retrieval(
     console.print(f"wrote {out_dir}")
 
 
+def _parse_settings(items: list[str]) -> dict:
+    """``--set key=value`` pairs; values are read as JSON where they parse (numbers, booleans), else strings."""
+    import json
+
+    settings = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise typer.BadParameter(f"--set expects key=value, got {item!r}")
+        try:
+            settings[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            settings[key.strip()] = value
+    return settings
+
+
+def _method_for(method: str, llm_spec: str, index_dir: Path | None, settings: dict, cache: Path | None,
+                passages: list | None = None):
+    """Build the LLM, the search over the index (if any) and the method."""
+    from tandem.index import open_index
+    from tandem.index.store import DocStore
+    from tandem.llm import load_llm
+    from tandem.methods import NEEDS_INDEX, Search, build_method
+    from tandem.retrieve import open_retriever
+
+    if method in NEEDS_INDEX and index_dir is None:
+        raise typer.BadParameter(f"method {method!r} retrieves: give --index DIR")
+    llm = load_llm(llm_spec, **({"cache": cache} if cache else {}))
+    search = store = None
+    if index_dir is not None:
+        idx = open_index(index_dir)
+        search, store = Search(open_retriever(idx), idx.store), idx.store
+    if store is None and passages:
+        store = DocStore(passages)
+    return build_method(method, llm, search, store, **settings), llm, store
+
+
+@eval_app.command("qa")
+def eval_qa(
+    method: Annotated[str, typer.Option(help="Method name (tandem methods).")],
+    dataset: Annotated[Path, typer.Option(help="QA dataset.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Run folder (resumed if it exists).")],
+    index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index folder over the dataset's pool.")] = None,
+    llm: Annotated[str, typer.Option(help="LLM spec: local | hf:PATH | openai:MODEL@URL")] = "local",
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
+    concurrency: Annotated[int, typer.Option(help="Questions in flight.")] = 1,
+    settings: Annotated[list[str], typer.Option("--set", help="Method hyper-parameter key=value.")] = [],  # noqa: B006
+    judge: Annotated[Optional[str], typer.Option(help="LLM spec of the yes/no judge (adds the 'judge' metric).")] = None,
+    reanswer: Annotated[bool, typer.Option(help="Score max(raw, re-answered) as DualRAG's evaluation does.")] = False,
+    cache: Annotated[bool, typer.Option(help="SQLite response cache in the run folder.")] = True,
+    retry_errors: Annotated[bool, typer.Option(help="On resume, run failed questions again.")] = False,
+    fmt: Annotated[Optional[str], typer.Option("--format", help="Force the dataset format.")] = None,
+) -> None:
+    """Run a QA method over a dataset: predictions with traces, EM / F1 / cover-acc / judge, cost per question."""
+    from tandem.corpus import load_dataset
+    from tandem.eval.runner import metrics_row, run_qa
+    from tandem.llm import load_llm
+
+    ds = load_dataset(dataset, format=fmt)
+    questions = ds.questions[:limit] if limit else ds.questions
+    hyper = _parse_settings(settings)
+    cache_path = out_dir / "llm-cache.sqlite" if cache else None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runner_method, main_llm, _ = _method_for(method, llm, index_dir, hyper, cache_path, ds.passages)
+    judge_llm = (main_llm if judge == llm else load_llm(judge, **({"cache": cache_path} if cache_path else {}))) if judge else None
+    config = {"task": "qa", "method": method, "dataset": str(dataset), "format": ds.format,
+              "index": str(index_dir) if index_dir else None, "llm": llm, "hyper": hyper, "judge": judge,
+              "reanswer": reanswer, "limit": limit, "concurrency": concurrency}
+    with progress_bar() as bar:
+        task = bar.add_task(method, total=len(questions))
+        done_before = 0
+
+        def on_record(record: dict, running: dict) -> None:
+            em, f1 = running.get("em", 0.0), running.get("f1", 0.0)
+            bar.update(task, advance=1, description=f"{method} EM {em:.3f} F1 {f1:.3f} err {running['errors']}")
+
+        from tandem.eval.runner import PREDICTIONS, load_done
+
+        done_before = len(set(load_done(out_dir / PREDICTIONS)) & {q.id for q in questions})
+        bar.update(task, completed=done_before)
+        metrics = run_qa(runner_method, questions, out_dir, config, concurrency=concurrency, judge_llm=judge_llm,
+                         reanswer_llm=main_llm if reanswer else None, retry_errors=retry_errors, on_record=on_record)
+    row = metrics_row(metrics)
+    table = Table(title=f"{method} on {dataset.name}")
+    for col in row:
+        table.add_column(col)
+    table.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in row.values()])
+    out.print(table)
+    console.print(f"wrote {out_dir}")
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    method: Annotated[str, typer.Option(help="Method name.")] = "ircot",
+    index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index folder.")] = None,
+    llm: Annotated[str, typer.Option(help="LLM spec: local | hf:PATH | openai:MODEL@URL")] = "local",
+    settings: Annotated[list[str], typer.Option("--set", help="Method hyper-parameter key=value.")] = [],  # noqa: B006
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer and trace as JSON.")] = False,
+) -> None:
+    """Answer one question and show the chain of evidence step by step."""
+    import json
+
+    from tandem.render import render_trace
+    from tandem.types import Question
+
+    runner_method, _, store = _method_for(method, llm, index_dir, _parse_settings(settings), None)
+    answer = runner_method.answer(Question("ask", question))
+    if as_json:
+        out.print_json(json.dumps(answer.to_dict(), ensure_ascii=False))
+    else:
+        out.print(render_trace(answer, store))
+
+
+@app.command()
+def methods() -> None:
+    """List the registered methods."""
+    from tandem.methods import METHODS
+
+    for name in sorted(METHODS):
+        out.print(name)
+
+
+@app.command()
+def report(
+    runs: Annotated[list[Path], typer.Argument(help="Run folders to compare.")],
+    plot: Annotated[Optional[Path], typer.Option(help="PNG to write (default: report.png in the first run's parent).")] = None,
+    metric: Annotated[list[str], typer.Option(help="Metrics to plot.")] = ["em", "f1", "acc"],  # noqa: B006
+) -> None:
+    """One table (and a PNG bar chart) comparing runs."""
+    from tandem.eval.report import load_runs, plot_runs, runs_table
+
+    rows = load_runs(runs)
+    out.print(runs_table(rows))
+    target = plot or runs[0].parent / "report.png"
+    plot_runs(rows, metric, target)
+    console.print(f"wrote {target}")
+
+
 @data_app.command("inspect")
 def data_inspect(
     path: Annotated[Path, typer.Argument(help="Dataset, corpus file or folder.")],

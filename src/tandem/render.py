@@ -1,0 +1,37 @@
+"""Readable renderings of an Answer's trace (for ``tandem ask`` and logs)."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.text import Text
+
+from tandem.index.store import DocStore
+from tandem.types import Answer
+
+
+def render_trace(answer: Answer, store: DocStore | None = None, max_chars: int = 160) -> Group:
+    """One panel per step: its notes, queries, hits (with titles) and LLM calls with their cost."""
+    panels = []
+    for i, step in enumerate(answer.trace.steps, start=1):
+        body = Text()
+        for key, value in step.notes.items():
+            body.append(f"{key}: ", style="bold")
+            body.append(f"{value}\n")
+        for query in step.queries:
+            body.append("query: ", style="bold cyan")
+            body.append(f"{query}\n")
+        for hit in step.hits:
+            title = store.get(hit.doc_id).title if store is not None and hit.doc_id in store else hit.doc_id
+            body.append(f"  #{hit.rank} {title} ({hit.score:.3f})\n", style="dim")
+        for call in step.llm_calls:
+            output = call.output if len(call.output) <= max_chars else call.output[: max_chars - 3] + "..."
+            body.append(f"{call.role} → ", style="bold magenta")
+            body.append(f"{output!r}  ")
+            body.append(f"[{call.prompt_tokens}+{call.completion_tokens} tok, {call.latency_s:.2f}s"
+                        f"{', cached' if call.cached else ''}]\n", style="dim")
+        panels.append(Panel(body, title=f"step {i}: {step.name}", title_align="left"))
+    summary = Text(f"answer: {answer.text}", style="bold green")
+    cost = Text(f"{len(answer.trace.llm_calls)} LLM calls, {answer.trace.tokens} tokens, "
+                f"{len(answer.trace.docs_read)} documents read", style="dim")
+    return Group(*panels, summary, cost)

@@ -1,0 +1,113 @@
+"""The QA runner: metrics files, per-question errors, resume after SIGKILL with every question once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tandem.errors import ConfigError
+from tandem.eval.runner import PREDICTIONS, load_done, run_qa
+from tandem.llm import OpenAILLM
+from tandem.methods import build_method
+from tandem.testing.fake_llm import FakeLLM
+from tandem.testing.fake_server import Fault, FakeOpenAIServer
+from tandem.types import Question
+
+QUESTIONS = [Question(f"q{i}", f"What is item {i}?", (f"item{i}",)) for i in range(12)]
+CONFIG = {"method": "direct", "dataset": "synthetic", "index": None, "llm": "fake", "hyper": {}, "judge": None, "reanswer": False}
+
+
+def answer_by_number(req):
+    return "item" + req.last_user.split("item ")[1].split("?")[0]
+
+
+def test_run_writes_predictions_metrics_and_table(tmp_path):
+    llm = FakeLLM(default=lambda req: answer_by_number(req) if "item 3" not in req.last_user else "wrong")
+    metrics = run_qa(build_method("direct", llm), QUESTIONS, tmp_path, CONFIG, concurrency=4)
+    assert metrics["questions"] == 12 and metrics["errors"] == 0
+    assert metrics["em"] == pytest.approx(11 / 12)
+    assert metrics["llm_calls_per_q"] == 1.0
+    lines = (tmp_path / PREDICTIONS).read_text().splitlines()
+    assert sorted(json.loads(x)["id"] for x in lines) == sorted(q.id for q in QUESTIONS)
+    assert json.loads(lines[0])["trace"]["steps"][0]["llm_calls"][0]["role"] == "answer"
+    assert json.loads((tmp_path / "metrics.json").read_text())["em"] == pytest.approx(11 / 12)
+    assert "| direct |" in (tmp_path / "metrics.md").read_text()
+
+
+def test_server_failures_become_per_question_errors(tmp_path):
+    faults = [Fault("500", pattern="item 1\\?"), Fault("429", pattern="item 2\\?"), Fault("garbage", pattern="item 3\\?"),
+              Fault("timeout", pattern="item 4\\?", sleep_s=1.0), Fault("500", first_n=3, pattern="item 5\\?")]
+    with FakeOpenAIServer(answer=lambda body: answer_by_number_body(body), faults=faults) as srv:
+        llm = OpenAILLM("fake-model", srv.base_url, max_retries=3, backoff_base=0.01, backoff_max=0.05, timeout=0.3)
+        metrics = run_qa(build_method("direct", llm), QUESTIONS, tmp_path, CONFIG, concurrency=4)
+    records = {json.loads(x)["id"]: json.loads(x) for x in (tmp_path / PREDICTIONS).read_text().splitlines()}
+    assert len(records) == 12
+    assert {k for k, r in records.items() if "error" in r} == {"q1", "q2", "q3", "q4"}
+    assert "LLMError" in records["q1"]["error"]
+    assert records["q5"]["prediction"] == "item5"  # recovered after 3 failures within 3 retries
+    assert metrics["errors"] == 4 and metrics["answered"] == 8 and metrics["em"] == 1.0
+
+
+def answer_by_number_body(body):
+    last = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+    return "item" + last.split("item ")[1].split("?")[0]
+
+
+def test_resume_refuses_other_settings(tmp_path):
+    run_qa(build_method("direct", FakeLLM(default="x")), QUESTIONS[:2], tmp_path, CONFIG)
+    with pytest.raises(ConfigError, match="other settings \\(method"):
+        run_qa(build_method("direct", FakeLLM(default="x")), QUESTIONS[:2], tmp_path, {**CONFIG, "method": "ircot"})
+
+
+def test_torn_last_line_is_dropped(tmp_path):
+    path = tmp_path / PREDICTIONS
+    path.write_text(json.dumps({"id": "q0", "scores": {}}) + "\n" + '{"id": "q1", "sco')
+    assert list(load_done(path)) == ["q0"]
+    assert path.read_text().endswith("}\n")
+
+
+def test_retry_errors_runs_failed_questions_again(tmp_path):
+    flaky = FakeLLM(default=lambda req: (_ for _ in ()).throw(RuntimeError("boom")) if "item 0" in req.last_user else "ok")
+    first = run_qa(build_method("direct", flaky), QUESTIONS[:3], tmp_path, CONFIG)
+    assert first["errors"] == 1
+    fixed = FakeLLM(default="item0")
+    again = run_qa(build_method("direct", fixed), QUESTIONS[:3], tmp_path, CONFIG, retry_errors=True)
+    assert again["errors"] == 0 and len(fixed.calls) == 1
+    assert len((tmp_path / PREDICTIONS).read_text().splitlines()) == 3
+
+
+def test_sigkill_mid_run_then_resume_runs_every_question_once(tmp_path):
+    script = textwrap.dedent(f"""
+        import sys, time
+        from tandem.eval.runner import run_qa
+        from tandem.methods import build_method
+        from tandem.testing.fake_llm import FakeLLM
+        from tandem.types import Question
+        qs = [Question(f"q{{i}}", f"What is item {{i}}?", (f"item{{i}}",)) for i in range(40)]
+        def slow(req):
+            time.sleep(float(sys.argv[1]))
+            return "item" + req.last_user.split("item ")[1].split("?")[0]
+        cfg = {CONFIG!r}
+        run_qa(build_method("direct", FakeLLM(default=slow)), qs, {str(tmp_path)!r}, cfg, concurrency=4)
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", script, "0.05"], env=env)
+    path = tmp_path / PREDICTIONS
+    deadline = time.time() + 60
+    while (not path.exists() or len(path.read_text().splitlines()) < 10) and time.time() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    partial = len(load_done(path))
+    assert 10 <= partial < 40
+    subprocess.run([sys.executable, "-c", script, "0.0"], env=env, check=True, timeout=120)
+    ids = [json.loads(x)["id"] for x in path.read_text().splitlines()]
+    assert len(ids) == 40 and len(set(ids)) == 40
+    assert json.loads((tmp_path / "metrics.json").read_text())["em"] == 1.0
