@@ -33,7 +33,7 @@ def test_fake_replays_in_order_and_records() -> None:
     assert llm.complete(LLMRequest.from_prompt("a")).text == "first"
     assert llm.complete(LLMRequest.from_prompt("b")).text == "second"
     assert llm.prompts == ["a", "b"]
-    with pytest.raises(FakeLLMScriptError, match="exhausted at call 3.*'c'"):
+    with pytest.raises(FakeLLMScriptError, match=r"exhausted at call 3.*'c'"):
         llm.complete(LLMRequest.from_prompt("c"))
 
 

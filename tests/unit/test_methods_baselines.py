@@ -93,8 +93,8 @@ def test_ircot_document_policies(search):
     second = replace.trace.steps[1].hits[0].doc_id
     assert second == "d5" and first != second
     # the prompt of the second reasoning call shows one doc under replace, both under accumulate
-    replace_prompt = replace.trace.llm_calls[1].messages[-1]["content"]
-    accumulate_prompt = accumulate.trace.llm_calls[1].messages[-1]["content"]
+    replace_prompt = replace.trace.llm_calls[1].messages[-1]["content"].split("Now the real task.")[1]
+    accumulate_prompt = accumulate.trace.llm_calls[1].messages[-1]["content"].split("Now the real task.")[1]
     assert "[2]" not in replace_prompt and "Seine" in replace_prompt
     assert "[2]" in accumulate_prompt and "Seine" in accumulate_prompt
     assert accumulate.trace.docs_read == [first, "d5"]
@@ -105,6 +105,7 @@ def test_ircot_helpers():
     assert first_sentence(f"So the answer is: St. Louis. Extra") == "So the answer is: St. Louis. Extra"
     assert extract_answer("so the answer is: Warsaw.") == "Warsaw"
     assert extract_answer("No marker here.") is None
+    assert extract_answer("The answer is: Paris") == "Paris"
 
 
 def test_unknown_method_and_settings(search):

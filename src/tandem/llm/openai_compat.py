@@ -24,7 +24,7 @@ RETRY_STATUS = frozenset({408, 409, 425, 429})
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-class _Retryable(Exception):
+class _RetryableError(Exception):
     """Internal: one attempt failed in a way worth retrying."""
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:
@@ -109,7 +109,7 @@ class OpenAILLM:
                 with self._slots:
                     data = self._post(body)
                 return self._to_response(data, req, time.perf_counter() - start)
-            except _Retryable as exc:
+            except _RetryableError as exc:
                 last = str(exc)
                 if attempt == self.max_retries:
                     break
@@ -160,19 +160,19 @@ class OpenAILLM:
         try:
             resp = self._client.post("/chat/completions", json=body)
         except httpx.TimeoutException as exc:
-            raise _Retryable(f"timeout ({type(exc).__name__})") from exc
+            raise _RetryableError(f"timeout ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:
-            raise _Retryable(f"connection error ({type(exc).__name__}: {exc})") from exc
+            raise _RetryableError(f"connection error ({type(exc).__name__}: {exc})") from exc
         if resp.status_code in RETRY_STATUS or resp.status_code >= 500:
-            raise _Retryable(f"HTTP {resp.status_code}: {resp.text[:200]!r}", _retry_after(resp))
+            raise _RetryableError(f"HTTP {resp.status_code}: {resp.text[:200]!r}", _retry_after(resp))
         if resp.status_code >= 400:
             raise LLMError(f"{self.spec}: HTTP {resp.status_code} (not retried): {resp.text[:500]}")
         try:
             data = resp.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise _Retryable(f"unreadable body (not JSON): {resp.text[:200]!r}") from exc
+            raise _RetryableError(f"unreadable body (not JSON): {resp.text[:200]!r}") from exc
         if not isinstance(data, dict) or not data.get("choices"):
-            raise _Retryable(f"body without choices: {str(data)[:200]!r}")
+            raise _RetryableError(f"body without choices: {str(data)[:200]!r}")
         return data
 
     def _to_response(self, data: dict[str, Any], req: LLMRequest, latency: float) -> LLMResponse:

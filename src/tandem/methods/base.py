@@ -3,6 +3,7 @@ land in the trace, and the brevity answer prompt the baselines use."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -71,10 +72,11 @@ def brief_answer_messages(question: str, docs: Sequence[Document] = (), notes: s
     return [Message("system", BRIEF_SYSTEM), Message("user", "\n\n".join(parts))]
 
 
+_LABEL = re.compile(r"^\s*(?:(?:so\s+)?the answer is|final answer|answer|a)\s*:\s*", re.IGNORECASE)
+
+
 def clean_answer(text: str) -> str:
     """The first line of a short answer, without a leading 'Answer:' label or trailing period."""
     line = text.strip().splitlines()[0] if text.strip() else ""
-    for label in ("answer:", "a:"):
-        if line.lower().startswith(label):
-            line = line[len(label):]
+    line = _LABEL.sub("", line)
     return line.strip().rstrip(".").strip()

@@ -36,6 +36,8 @@ DEMO = (
     "Marie Curie was born in Warsaw.\n"
     f"{ANSWER_MARKER} Warsaw"
 )
+# the paper's marker, matched leniently: small models drop the "So"
+_MARKER = re.compile(r"(?:so\s+)?the answer is\s*:", re.IGNORECASE)
 _PERIOD = re.compile(r"\.(\s|$)")
 _ABBREVIATIONS = {"dr", "mr", "mrs", "ms", "st", "jr", "sr", "vs", "no", "mt", "ft", "e.g", "i.e", "etc", "inc", "co"}
 
@@ -43,7 +45,7 @@ _ABBREVIATIONS = {"dr", "mr", "mrs", "ms", "st", "jr", "sr", "vs", "no", "mt", "
 def first_sentence(text: str) -> str:
     """The first line, cut after its first sentence unless it carries the answer marker."""
     line = text.strip().splitlines()[0].strip() if text.strip() else ""
-    if ANSWER_MARKER.lower() in line.lower():
+    if _MARKER.search(line):
         return line
     for match in _PERIOD.finditer(line):
         word = line[: match.start()].rsplit(None, 1)[-1].lower() if line[: match.start()].strip() else ""
@@ -55,8 +57,8 @@ def first_sentence(text: str) -> str:
 
 def extract_answer(thought: str) -> str | None:
     """The text after the answer marker, or None if the marker is absent (case-insensitive)."""
-    idx = thought.lower().find(ANSWER_MARKER.lower())
-    return clean_answer(thought[idx + len(ANSWER_MARKER):]) if idx >= 0 else None
+    match = _MARKER.search(thought)
+    return clean_answer(thought[match.end():]) if match else None
 
 
 class IRCoT:
@@ -72,9 +74,9 @@ class IRCoT:
         self.temperature, self.max_tokens = temperature, max_tokens
 
     def _messages(self, question: str, docs: list[Document], thoughts: list[str]) -> list[Message]:
-        user = f"Documents:\n{format_docs(docs)}\nQuestion: {question}\nReasoning:\n" + "".join(t + "\n" for t in thoughts)
-        return [Message("system", INSTRUCTION), Message("user", DEMO), Message("assistant", "Understood."),
-                Message("user", user)]
+        user = (f"Example:\n{DEMO}\n\nNow the real task.\nDocuments:\n{format_docs(docs)}\nQuestion: {question}\n"
+                "Reasoning:\n" + "".join(t + "\n" for t in thoughts))
+        return [Message("system", INSTRUCTION), Message("user", user)]
 
     def _retrieve(self, trace: Trace, step: Step, query: str, docs: list[Document]) -> list[Document]:
         hits, new = self.search(query, self.k)

@@ -176,17 +176,17 @@ class _Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # headers and body go out in two writes
     server_state: FakeOpenAIServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - signature from the base class
+    def log_message(self, format: str, *args: Any) -> None:
         """Silence per-request logging."""
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server naming
+    def do_GET(self) -> None:
         """``/v1/models`` lists the one model."""
         if self.path.rstrip("/") == "/v1/models":
             self._send(200, {"object": "list", "data": [{"id": self.server_state.model, "object": "model"}]})
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+    def do_POST(self) -> None:
         """``/v1/chat/completions`` with latency and faults."""
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
