@@ -19,8 +19,9 @@ eval_app = typer.Typer(help="Evaluate retrieval or QA methods on a dataset.", no
 data_app = typer.Typer(help="Inspect datasets and corpora.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 app.add_typer(data_app, name="data")
-console = Console(stderr=True)
-out = Console()
+# wide tables when piped to a file; the terminal's width otherwise
+console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
+out = Console(width=None if sys.stdout.isatty() else 160)
 
 
 def progress_bar() -> Progress:
