@@ -50,6 +50,15 @@ def _load_docs(dataset: Path | None, corpus: Path | None, fmt: str | None, skip_
     return docs
 
 
+def _print_row(title: str, row: dict) -> None:
+    """One metrics row as a table on stdout."""
+    table = Table(title=title)
+    for col in row:
+        table.add_column(col)
+    table.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in row.values()])
+    out.print(table)
+
+
 @app.command()
 def index(
     out_dir: Annotated[Path, typer.Option("--out", help="Index folder to write (replaced atomically).")],
@@ -138,11 +147,7 @@ def eval_retrieval(
     run.write_records("per_question.jsonl", records)
     row = {"retriever": kind, **{m: v for m, v in metrics.items() if isinstance(v, float)}}
     run.write_metrics(metrics, [row], f"Retrieval: {Path(dataset).name} / {kind}")
-    table = Table(title=f"{Path(dataset).name} ({metrics['questions']} questions) / {kind}")
-    for col in row:
-        table.add_column(col)
-    table.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in row.values()])
-    out.print(table)
+    _print_row(f"{Path(dataset).name} ({metrics['questions']} questions) / {kind}", row)
     console.print(f"wrote {out_dir}")
 
 
@@ -201,7 +206,7 @@ def eval_qa(
 ) -> None:
     """Run a QA method over a dataset: predictions with traces, EM / F1 / cover-acc / judge, cost per question."""
     from tandem.corpus import load_dataset
-    from tandem.eval.runner import metrics_row, run_qa
+    from tandem.eval.runner import PREDICTIONS, load_done, metrics_row, run_qa
     from tandem.llm import load_llm
 
     ds = load_dataset(dataset, format=fmt)
@@ -216,24 +221,15 @@ def eval_qa(
               "reanswer": reanswer, "limit": limit, "concurrency": concurrency}
     with progress_bar() as bar:
         task = bar.add_task(method, total=len(questions))
-        done_before = 0
 
         def on_record(record: dict, running: dict) -> None:
             em, f1 = running.get("em", 0.0), running.get("f1", 0.0)
             bar.update(task, advance=1, description=f"{method} EM {em:.3f} F1 {f1:.3f} err {running['errors']}")
 
-        from tandem.eval.runner import PREDICTIONS, load_done
-
-        done_before = len(set(load_done(out_dir / PREDICTIONS)) & {q.id for q in questions})
-        bar.update(task, completed=done_before)
+        bar.update(task, completed=len(set(load_done(out_dir / PREDICTIONS)) & {q.id for q in questions}))
         metrics = run_qa(runner_method, questions, out_dir, config, concurrency=concurrency, judge_llm=judge_llm,
                          reanswer_llm=main_llm if reanswer else None, retry_errors=retry_errors, on_record=on_record)
-    row = metrics_row(metrics)
-    table = Table(title=f"{method} on {dataset.name}")
-    for col in row:
-        table.add_column(col)
-    table.add_row(*[f"{v:.4f}" if isinstance(v, float) else str(v) for v in row.values()])
-    out.print(table)
+    _print_row(f"{method} on {dataset.name}", metrics_row(metrics))
     console.print(f"wrote {out_dir}")
 
 

@@ -22,7 +22,10 @@ class ReadStats:
     skipped: int = 0
     first_error: str | None = None
 
-    def skip(self, error: DataError) -> None:
+    def skip_or_raise(self, error: DataError, skip_bad: bool) -> None:
+        """Raise ``error`` unless bad records are being skipped; then count it."""
+        if not skip_bad:
+            raise error
         self.skipped += 1
         if self.first_error is None:
             self.first_error = str(error)
@@ -51,26 +54,17 @@ def read_jsonl(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | N
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                err = DataError(f"not valid UTF-8 (byte {exc.start} of the line)", str(path), line_no)
-                if not skip_bad:
-                    raise err from exc
-                stats.skip(err)
+                stats.skip_or_raise(DataError(f"not valid UTF-8 (byte {exc.start} of the line)", str(path), line_no), skip_bad)
                 continue
             if not text.strip():
                 continue
             try:
                 obj = json.loads(text)
             except json.JSONDecodeError as exc:
-                err = DataError(f"malformed JSON ({exc.msg} at column {exc.colno})", str(path), line_no)
-                if not skip_bad:
-                    raise err from exc
-                stats.skip(err)
+                stats.skip_or_raise(DataError(f"malformed JSON ({exc.msg} at column {exc.colno})", str(path), line_no), skip_bad)
                 continue
             if not isinstance(obj, dict):
-                err = DataError(f"expected a JSON object, got {type(obj).__name__}", str(path), line_no)
-                if not skip_bad:
-                    raise err
-                stats.skip(err)
+                stats.skip_or_raise(DataError(f"expected a JSON object, got {type(obj).__name__}", str(path), line_no), skip_bad)
                 continue
             yield line_no, obj
 

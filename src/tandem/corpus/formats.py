@@ -64,14 +64,20 @@ def parse_hotpotqa(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
     return _question(qid, need(rec, "question", str), [need(rec, "answer", str)], gold, docs, **meta), docs
 
 
+def _paragraphs(items: list[dict[str, Any]], text_key: str, gold_key: str) -> tuple[list[Document], list[Document]]:
+    """Passages of a question's context and the gold ones among them."""
+    docs, gold = [], []
+    for item in items:
+        doc = _doc(item.get("title", ""), need(item, text_key, str))
+        docs.append(doc)
+        if item.get(gold_key):
+            gold.append(doc)
+    return docs, gold
+
+
 def parse_musique(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
     """MuSiQue original (and HippoRAG's questions file): paragraphs with is_supporting."""
-    docs, gold = [], []
-    for para in need(rec, "paragraphs", list):
-        doc = _doc(para.get("title", ""), need(para, "paragraph_text", str))
-        docs.append(doc)
-        if para.get("is_supporting"):
-            gold.append(doc)
+    docs, gold = _paragraphs(need(rec, "paragraphs", list), "paragraph_text", "is_supporting")
     answers = [need(rec, "answer", str), *rec.get("answer_aliases", [])]
     meta = {"decomposition": rec.get("question_decomposition", []), "answerable": rec.get("answerable", True)}
     return _question(need(rec, "id"), need(rec, "question", str), answers, gold, docs, **meta), docs
@@ -84,23 +90,13 @@ def parse_ircot(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
         answers += obj.get("spans", [])
         if obj.get("number"):
             answers.append(str(obj["number"]))
-    docs, gold = [], []
-    for ctx in need(rec, "contexts", list):
-        doc = _doc(ctx.get("title", ""), need(ctx, "paragraph_text", str))
-        docs.append(doc)
-        if ctx.get("is_supporting"):
-            gold.append(doc)
+    docs, gold = _paragraphs(need(rec, "contexts", list), "paragraph_text", "is_supporting")
     return _question(need(rec, "question_id"), need(rec, "question_text", str), answers, gold, docs), docs
 
 
 def parse_nq_oracle(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
     """NQ-open oracle (lost-in-the-middle): question, answers, ctxs with isgold."""
-    docs, gold = [], []
-    for ctx in need(rec, "ctxs", list):
-        doc = _doc(ctx.get("title", ""), need(ctx, "text", str))
-        docs.append(doc)
-        if ctx.get("isgold", ctx.get("hasanswer")):
-            gold.append(doc)
+    docs, gold = _paragraphs(need(rec, "ctxs", list), "text", "isgold")
     question = need(rec, "question", str)
     qid = rec.get("id", doc_id_for("nq", question))
     return _question(qid, question, list(need(rec, "answers", list)), gold, docs), docs

@@ -98,10 +98,7 @@ def load_dataset(
             if any(not d.text for d in docs):
                 raise MissingField("a passage has empty text")
         except (MissingField, TypeError, ValueError, KeyError) as exc:
-            err = DataError(f"bad {fmt} record: {exc}", str(path), line_no)
-            if not skip_bad:
-                raise err from exc
-            stats.skip(err)
+            stats.skip_or_raise(DataError(f"bad {fmt} record: {exc}", str(path), line_no), skip_bad)
             continue
         if question.id in seen_q:
             raise DataError(f"duplicate question id {question.id!r} (first at line {seen_q[question.id]})", str(path), line_no)
@@ -166,10 +163,7 @@ def load_corpus(
         try:
             doc = parse_corpus_record(rec)
         except MissingField as exc:
-            err = DataError(f"bad corpus record: {exc}", str(path), line_no)
-            if not skip_bad:
-                raise err from exc
-            stats.skip(err)
+            stats.skip_or_raise(DataError(f"bad corpus record: {exc}", str(path), line_no), skip_bad)
             continue
         if doc.id in docs:
             if docs[doc.id] == doc:
