@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,12 @@ def test_generation_ends_at_im_end(llm: HFLLM) -> None:
     assert out[0, -1].item() == im_end  # the saved generation config ends the turn at <|im_end|>
     resp = llm.complete(FRANCE)
     assert "<|im_end|>" not in resp.text and "<|im_start|>" not in resp.text
+
+
+def test_many_threads_share_one_model(llm: HFLLM) -> None:
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        texts = list(pool.map(lambda r: llm.complete(r).text, [FRANCE] * 3))
+    assert len(set(texts)) == 1 and "Paris" in texts[0]
 
 
 def test_stop_strings_and_length(llm: HFLLM) -> None:

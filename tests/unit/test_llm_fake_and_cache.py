@@ -209,3 +209,18 @@ def test_llamacpp_backend_with_stub_module(monkeypatch: pytest.MonkeyPatch, tmp_
 def test_fake_spec() -> None:
     llm = load_llm("fake", responses=["a"])
     assert llm.complete(LLMRequest.from_prompt("q")).text == "a"
+
+
+def test_llm_threads_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    torch = pytest.importorskip("torch")
+    from tandem.llm.hf import configure_threads
+
+    before = torch.get_num_threads()
+    try:
+        monkeypatch.setenv("TANDEM_LLM_THREADS", "1")
+        assert configure_threads(None) == 1
+        monkeypatch.setenv("TANDEM_LLM_THREADS", "many")
+        with pytest.raises(ConfigError, match="TANDEM_LLM_THREADS"):
+            configure_threads(None)
+    finally:
+        torch.set_num_threads(before)

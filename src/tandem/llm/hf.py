@@ -33,8 +33,19 @@ _DTYPES = ("float32", "bfloat16", "float16")
 
 
 def configure_threads(num_threads: int | None) -> int:
-    """Set torch's intra-op threads: ``num_threads`` if given, else at most the CPUs we may use."""
+    """Set torch's intra-op threads (process-wide) and return the number in force.
+
+    ``num_threads`` if given, else ``$TANDEM_LLM_THREADS`` if set, else torch's own default capped
+    at the CPUs this process may use. On a busy machine fewer threads are much faster: torch's
+    threads wait for each other at every operation (see docs/llm.md).
+    """
     available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    env = os.environ.get("TANDEM_LLM_THREADS", "").strip()
+    if not num_threads and env:
+        try:
+            num_threads = int(env)
+        except ValueError as exc:
+            raise ConfigError(f"TANDEM_LLM_THREADS must be an integer, got {env!r}") from exc
     target = num_threads if num_threads else min(torch.get_num_threads(), available)
     if target != torch.get_num_threads():
         torch.set_num_threads(max(1, target))
@@ -65,8 +76,8 @@ class HFLLM:
         self.threads = configure_threads(num_threads)
         resolved = resolve_model(path)
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(resolved, trust_remote_code=trust_remote_code)
-            self.model = AutoModelForCausalLM.from_pretrained(
+            self.tokenizer: Any = AutoTokenizer.from_pretrained(resolved, trust_remote_code=trust_remote_code)
+            self.model: Any = AutoModelForCausalLM.from_pretrained(
                 resolved, dtype=getattr(torch, dtype), trust_remote_code=trust_remote_code
             )
         except OSError as exc:
@@ -91,12 +102,13 @@ class HFLLM:
 
         A JSON schema in the request becomes an instruction in the prompt (no constrained decoding).
         """
-        input_ids = self.encode_chat(with_json_instruction(req))
-        return self._generate(
-            {"input_ids": input_ids, "attention_mask": _ones_like(input_ids)},
-            prompt_tokens=int(input_ids.shape[1]),
-            req=req,
-        )
+        with self._lock:  # fast tokenizers are not safe to call from several threads at once
+            input_ids = self.encode_chat(with_json_instruction(req))
+            return self._generate(
+                {"input_ids": input_ids, "attention_mask": _ones_like(input_ids)},
+                prompt_tokens=int(input_ids.shape[1]),
+                req=req,
+            )
 
     def encode_chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> torch.Tensor:
         """Token ids (shape ``[1, n]``) of ``messages`` through the tokenizer's chat template.
@@ -117,7 +129,8 @@ class HFLLM:
 
     def count_tokens(self, text: str) -> int:
         """Number of tokens of ``text`` (no special tokens added)."""
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        with self._lock:
+            return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     # -- embeddings and hidden states (for methods that inject embeddings, and training) -------
 
@@ -126,7 +139,7 @@ class HFLLM:
         return self.model.get_input_embeddings()
 
     def embed_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
-        """Embeddings of ``input_ids`` (no gradient tracking is switched off: callers decide)."""
+        """Embeddings of ``input_ids``, shape ``[batch, n, hidden]`` (gradients are left on: callers decide)."""
         return self.input_embeddings()(input_ids)
 
     def forward(
@@ -219,8 +232,8 @@ class HFLLM:
         latency = time.perf_counter() - start
         new_ids = out[0, offset:].tolist()
         ended = bool(new_ids) and new_ids[-1] in self.eos_token_ids
-        text = self.tokenizer.decode(new_ids[:-1] if ended else new_ids, skip_special_tokens=True)
-        text, hit_stop = truncate_at_stop(text, req.stop)
+        raw = str(self.tokenizer.decode(new_ids[:-1] if ended else new_ids, skip_special_tokens=True))
+        text, hit_stop = truncate_at_stop(raw, req.stop)
         return LLMResponse(
             text=text,
             prompt_tokens=prompt_tokens,

@@ -13,6 +13,7 @@ crash or a concurrent conversion never leaves a half-written model behind.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tandem.errors import ModelNotFoundError
+from tandem.errors import ConfigError, ModelNotFoundError
 from tandem.llm.hf import HFLLM
 from tandem.models import canonical_name, offline_env, resolve_model
 
@@ -76,6 +77,8 @@ def ensure_converted(name: str = "smollm2", cache_dir: str | Path | None = None)
 def _convert(gguf: Path, out: Path) -> float:
     """Load ``gguf`` with transformers, copy the weights into a fresh model, save model + tokenizer."""
     offline_env()
+    if importlib.util.find_spec("accelerate") is None:
+        raise ConfigError("converting a GGUF model with transformers needs accelerate: pip install accelerate")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
