@@ -55,8 +55,7 @@ def main() -> None:
         start = time.perf_counter()
         build_index(ds.passages, folder, kind="hybrid", encoder=encoder)
         build_s = time.perf_counter() - start
-        idx = open_index(folder, corpus=ds.passages)
-        idx.__dict__["encoder"] = encoder
+        idx = open_index(folder, corpus=ds.passages, encoder=encoder)
         entry: dict[str, object] = {"passages": len(ds.passages), "questions": len(ds.questions),
                                     "build_s": round(build_s, 1), "encoder_backend": getattr(encoder, "backend", "st")}
         for kind in ("bm25", "dense", "hybrid"):

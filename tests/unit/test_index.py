@@ -39,8 +39,7 @@ def test_bm25_drops_zero_score_documents(tmp_path, small_docs):
 def test_dense_index_kinds(tmp_path, small_docs, faiss_kind):
     enc = HashingEncoder()
     build_index(small_docs, tmp_path / "idx", kind="dense", encoder=enc, dense_params={"faiss": faiss_kind, "nlist": 2})
-    idx = open_index(tmp_path / "idx")
-    idx.__dict__["encoder"] = enc  # the hashing encoder is not a named model the index can reload
+    idx = open_index(tmp_path / "idx", encoder=enc)
     hits = open_retriever(idx).search("Pierre Curie French physicist Paris", k=2)
     assert hits[0].doc_id == "d2" and hits[0].source == "dense"
     assert idx.manifest.params["dense"]["faiss"] == faiss_kind
@@ -49,8 +48,7 @@ def test_dense_index_kinds(tmp_path, small_docs, faiss_kind):
 def test_hybrid_fuses_both(tmp_path, small_docs):
     enc = HashingEncoder()
     build_index(small_docs, tmp_path / "idx", kind="hybrid", encoder=enc)
-    idx = open_index(tmp_path / "idx")
-    idx.__dict__["encoder"] = enc
+    idx = open_index(tmp_path / "idx", encoder=enc)
     hits = open_retriever(idx).search("capital of Poland Warsaw", k=3)
     assert hits[0].doc_id == "d3" and hits[0].source == "hybrid"
     assert len({h.doc_id for h in hits}) == 3

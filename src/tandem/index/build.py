@@ -129,12 +129,15 @@ def _pid_alive(pid: int) -> bool:
 class Index:
     """A loaded index folder: manifest, documents, and lazily loaded BM25 / FAISS / encoder / extras."""
 
-    def __init__(self, folder: str | Path, *, encoder: str | None = None, corpus: Sequence[Document] | None = None,
-                 encoder_backend: str | None = None) -> None:
+    def __init__(self, folder: str | Path, *, encoder: str | Encoder | None = None,
+                 corpus: Sequence[Document] | None = None, encoder_backend: str | None = None) -> None:
+        """``encoder``: a name to check against the manifest, or an Encoder object to check and use."""
         self.folder = Path(folder)
         self.manifest = Manifest.load(self.folder)
+        if encoder is not None and not isinstance(encoder, str):
+            self.__dict__["encoder"] = encoder  # fills the cached property below
         self.manifest.check(
-            encoder=canonical_name(encoder) if encoder else None,
+            encoder=canonical_name(encoder if isinstance(encoder, str) else encoder.name) if encoder else None,
             corpus=corpus_hash(corpus) if corpus is not None else None,
             folder=str(self.folder),
         )
