@@ -9,6 +9,29 @@ from rich.text import Text
 from tandem.index.store import DocStore
 from tandem.types import Answer
 
+INDENT = "    "
+
+
+def _titles(value: object, store: DocStore | None) -> object:
+    """A list of document ids shown as their titles when every id is in ``store``."""
+    if store is not None and isinstance(value, list) and value and all(isinstance(v, str) and v in store for v in value):
+        return [store.get(v).title or v for v in value]
+    return value
+
+
+def _append_note(body: Text, value: object, store: DocStore | None) -> None:
+    """A note on one line; a multi-line text (e.g. the knowledge outline) as an indented block; a dict
+    one indented line per key (lists of document ids shown as titles)."""
+    if isinstance(value, str) and "\n" in value.strip():
+        body.append("\n" + "".join(f"{INDENT}{line}\n" for line in value.strip().splitlines()))
+    elif isinstance(value, dict) and value:
+        body.append("\n")
+        for k, v in value.items():
+            body.append(f"{INDENT}{k}: ", style="italic")
+            body.append(f"{_titles(v, store)}\n")
+    else:
+        body.append(f"{value}\n")
+
 
 def render_trace(answer: Answer, store: DocStore | None = None, max_chars: int = 160) -> Group:
     """One panel per step: its notes, queries, hits (with titles) and LLM calls with their cost."""
@@ -17,7 +40,7 @@ def render_trace(answer: Answer, store: DocStore | None = None, max_chars: int =
         body = Text()
         for key, value in step.notes.items():
             body.append(f"{key}: ", style="bold")
-            body.append(f"{value}\n")
+            _append_note(body, value, store)
         for query in step.queries:
             body.append("query: ", style="bold cyan")
             body.append(f"{query}\n")

@@ -1,0 +1,323 @@
+"""DualRAG (Cheng et al., ACL 2025): Reasoning-augmented Querying + progressive Knowledge Aggregation
+(methods.md §3; prompts and parsers in ``dualrag_prompts``)::
+
+    outline <- {}                      # entity -> summaries (append-only) + supports (doc ids read)
+    thoughts <- []
+    for step in 1..max_iter:
+        thought, need_retrieve <- Reasoner(outline, question, thoughts)
+        thoughts += thought
+        if not need_retrieve: break
+        for entity, keywords in EntityIdentifier(outline, question, thoughts, known=entities(outline) - {else}):
+            pool <- union by doc id of retrieve(keyword, topk=50) for each keyword
+            docs <- rerank(entity name, pool)[:10]        (cross-encoder: logits <= min_score dropped)
+            unread <- docs not in outline[entity].supports
+            summary <- Summarizer(question, thoughts, entity, keywords, unread)
+            outline[entity] += summary, unless summary is None/empty; an entity left empty is removed
+    return Answer(outline, question, thoughts)
+
+Ablations (paper Table 3): ``use_reasoner=False`` -> one IRCoT-style sentence per step, retrieval
+until the answer marker; ``use_entity_identifier=False`` -> the thought is the only query, filed
+under "else"; ``use_outline=False`` -> raw documents are stored instead of summaries; ``reranker=None``
+-> the union is kept in retrieval-score order, top-10.
+
+Fallbacks (never crash on model output): JSON roles go through ``complete_json`` (one repair round);
+then whatever JSON the last reply held is coerced; then the Reasoner takes the raw text as its
+thought (need_retrieve = not the last step) and the Entity Identifier sends the thought as one
+"else" query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from tandem.errors import ConfigError, ParseError
+from tandem.index.build import Index
+from tandem.index.store import DocStore
+from tandem.llm.jsonparse import complete_json, parse_json
+from tandem.llm.types import LLM, LLMRequest, LLMResponse, Message
+from tandem.methods import dualrag_prompts as P
+from tandem.methods.base import Search, call_llm, clean_answer
+from tandem.methods.ircot import extract_answer, first_sentence
+from tandem.rerank.base import Reranker
+from tandem.types import Answer, Document, Hit, LLMCall, Question, Step, Trace
+
+T = TypeVar("T")
+MAX_TOKENS = {"reasoner": 128, "entity_identifier": 160, "summarizer": 160, "answer": 32,
+              P.THOUGHT_ROLE: 64, "answer:complete": 256}
+
+
+@dataclass
+class Knowledge:
+    """What the outline knows about one entity: summaries (append-only) and the ids of docs read."""
+
+    summaries: list[str] = field(default_factory=list)
+    supports: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Outline:
+    """The Knowledge Outline: entity -> Knowledge, in first-seen order."""
+
+    entries: dict[str, Knowledge] = field(default_factory=dict)
+
+    def link(self, name: str) -> str:
+        """The outline's spelling of ``name`` when it already holds that entity (case-insensitive)."""
+        for known in self.entries:
+            if known.casefold() == name.casefold():
+                return known
+        return name
+
+    def known_entities(self) -> list[str]:
+        return [e for e in self.entries if e not in (P.ELSE_ENTITY, P.RAW_DOCS_ENTITY)]
+
+    def unread(self, entity: str, docs: Sequence[Document]) -> list[Document]:
+        seen = set(self.entries[entity].supports) if entity in self.entries else set()
+        return [d for d in docs if d.id not in seen]
+
+    def aggregate(self, entity: str, content: str, doc_ids: Sequence[str]) -> bool:
+        """Record ``doc_ids`` as read and append ``content`` unless it is a None summary (exact rule);
+        an entity left without content is removed. Returns whether the content was kept."""
+        entry = self.entries.setdefault(entity, Knowledge())
+        entry.supports += [d for d in doc_ids if d not in entry.supports]
+        keep = not P.is_none_summary(content)
+        if keep:
+            entry.summaries.append(content.strip())
+        elif not entry.summaries:
+            del self.entries[entity]
+        return keep
+
+    def snapshot(self) -> dict[str, list[str]]:
+        return {e: list(k.summaries) for e, k in self.entries.items()}
+
+    def render(self) -> str:
+        return P.render_outline(self.snapshot())
+
+
+class _Recorder:
+    """Wraps an LLM so every request ``complete_json`` sends (first try and repair) lands in ``step``.
+    With ``send_schema=False`` the backend gets no schema (``complete_json`` still validates with it)."""
+
+    def __init__(self, llm: LLM, step: Step, role: str, send_schema: bool = True) -> None:
+        self.llm, self.step, self.role, self.send_schema, self.calls = llm, step, role, send_schema, 0
+        self.spec, self.name = llm.spec, llm.name
+
+    def complete(self, req: LLMRequest) -> LLMResponse:
+        resp = self.llm.complete(req if self.send_schema else replace(req, json_schema=None))
+        self.calls += 1
+        self.step.llm_calls.append(LLMCall(
+            role=self.role + (P.REPAIR_SUFFIX if self.calls > 1 else ""), messages=tuple(m.to_dict() for m in req.messages),
+            output=resp.text, prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens,
+            latency_s=resp.latency_s, cached=resp.cached,
+        ))
+        return resp
+
+
+def union_by_id(runs: Sequence[Sequence[Hit]]) -> list[Hit]:
+    """One list of the hits of several queries: each doc once with its best score, best first."""
+    best: dict[str, float] = {}
+    for hits in runs:
+        for h in hits:
+            best[h.doc_id] = max(h.score, best.get(h.doc_id, float("-inf")))
+    order = sorted(best.items(), key=lambda kv: -kv[1])
+    return [Hit(d, s, i, "union") for i, (d, s) in enumerate(order, 1)]
+
+
+def _check_roles(names: Mapping[str, Any]) -> None:
+    unknown = sorted(set(names) - set(P.ROLES))
+    if unknown:
+        raise ConfigError(f"unknown DualRAG role(s) {unknown}; roles: {sorted(P.ROLES)}")
+
+
+class DualRAG:
+    """Reasoner + Entity Identifier query; Knowledge Summarizer + Outline aggregate; Answer at the end."""
+
+    name = "dualrag"
+
+    def __init__(self, llm: LLM, search: Search, *, reranker: Reranker | None = None,
+                 role_llms: Mapping[str, LLM] | None = None, max_iter: int = 5, topk: int = 50,
+                 rerank_topk: int = 10, use_reasoner: bool = True, use_entity_identifier: bool = True,
+                 use_outline: bool = True, answer_style: str = "short", max_entities: int | None = None,
+                 temperature: float = 0.0, send_schema: bool = True) -> None:
+        _check_roles(role_llms or {})
+        if answer_style not in P.ANSWER_STYLES:
+            raise ConfigError(f"unknown answer_style {answer_style!r}; choose one of {sorted(P.ANSWER_STYLES)}")
+        if max_iter < 1 or topk < 1 or rerank_topk < 1:
+            raise ConfigError("max_iter, topk and rerank_topk must be >= 1")
+        self.llms = {role: (role_llms or {}).get(role, llm) for role in P.ROLES}
+        self.llms[P.THOUGHT_ROLE] = self.llms["reasoner"]
+        self.search, self.reranker = search, reranker
+        self.max_iter, self.topk, self.rerank_topk = max_iter, topk, rerank_topk
+        self.use_reasoner, self.use_entity_identifier, self.use_outline = use_reasoner, use_entity_identifier, use_outline
+        self.answer_style, self.max_entities, self.temperature = answer_style, max_entities, temperature
+        self.send_schema = send_schema
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    def answer(self, question: Question) -> Answer:
+        trace, outline, thoughts = Trace(), Outline(), list[str]()
+        for i in range(1, self.max_iter + 1):
+            step = trace.add(Step(f"iteration {i}"))
+            thought, need_retrieve = self._reason(step, outline, question.text, thoughts, last=i == self.max_iter)
+            thoughts.append(thought)
+            step.notes.update(thought=thought, need_retrieve=need_retrieve)
+            if not need_retrieve:
+                break
+            plan = self._identify(step, outline, question.text, thoughts)
+            step.notes.update(entities=dict(plan), hits={}, summaries={})
+            for entity, keywords in plan:
+                self._aggregate(trace, step, outline, question.text, thoughts, entity, keywords)
+            step.notes["outline"] = outline.render()
+        final = trace.add(Step("answer", notes={"outline": outline.render()}))
+        style = self.answer_style
+        text = call_llm(self.llms["answer"], final, "answer",
+                        P.answer_messages(outline.render(), question.text, thoughts, style),
+                        max_tokens=MAX_TOKENS["answer" if style == "short" else "answer:complete"],
+                        temperature=self.temperature)
+        return Answer(question.id, clean_answer(text) if style == "short" else text.strip(), trace, self.name)
+
+    # -- RaQ: Reasoner --------------------------------------------------------------------------
+
+    def _reason(self, step: Step, outline: Outline, question: str, thoughts: list[str], last: bool) -> tuple[str, bool]:
+        if not self.use_reasoner:  # IRCoT-style: one sentence, retrieve until the answer marker
+            raw = call_llm(self.llms[P.THOUGHT_ROLE], step, P.THOUGHT_ROLE,
+                           P.thought_messages(outline.render(), question, thoughts),
+                           max_tokens=MAX_TOKENS[P.THOUGHT_ROLE], temperature=self.temperature, stop=("\n",))
+            thought = first_sentence(raw) or question
+            return thought, extract_answer(thought) is None
+        parsed, raw = self._json(step, "reasoner", P.reasoner_messages(outline.render(), question, thoughts),
+                                 P.coerce_reasoner)
+        if parsed is not None:
+            return parsed
+        step.notes.setdefault("fallbacks", []).append("reasoner: raw text as the thought")
+        return (raw.strip()[:500] or question), not last
+
+    # -- RaQ: Entity Identifier -----------------------------------------------------------------
+
+    def _identify(self, step: Step, outline: Outline, question: str, thoughts: list[str]) -> list[tuple[str, list[str]]]:
+        fallback = [(P.ELSE_ENTITY, [thoughts[-1] or question])]
+        if not self.use_entity_identifier:
+            return fallback
+        messages = P.entity_messages(outline.render(), question, thoughts, outline.known_entities())
+        plan, _raw = self._json(step, "entity_identifier", messages, P.coerce_entities)
+        if plan is None:
+            step.notes.setdefault("fallbacks", []).append("entity_identifier: the thought as one 'else' query")
+            return fallback
+        linked: dict[str, list[str]] = {}
+        for entity, keywords in plan[: self.max_entities]:
+            bucket = linked.setdefault(outline.link(entity), [])
+            bucket += [k for k in keywords if k not in bucket]
+        return list(linked.items())
+
+    # -- RaQ retrieval + pKA for one entity -----------------------------------------------------
+
+    def _retrieve(self, entity: str, keywords: list[str]) -> list[Hit]:
+        """Top-``topk`` per keyword, union by id, rerank with the entity name, keep ``rerank_topk``."""
+        pool = union_by_id(self.search.retriever.search_batch(keywords, self.topk))
+        if self.reranker is None:
+            return pool[: self.rerank_topk]
+        query = "; ".join(keywords) if entity == P.ELSE_ENTITY else entity  # "else" names nothing to rank by
+        return self.reranker.rerank(query, pool, self.rerank_topk)
+
+    def _aggregate(self, trace: Trace, step: Step, outline: Outline, question: str, thoughts: list[str],
+                   entity: str, keywords: list[str]) -> None:
+        hits = self._retrieve(entity, keywords)
+        step.queries += keywords
+        step.hits += hits
+        step.notes["hits"][entity] = [h.doc_id for h in hits]
+        bucket = entity if self.use_outline else P.RAW_DOCS_ENTITY
+        unread = outline.unread(bucket, [self.search.store.get(h.doc_id) for h in hits])
+        if not unread:
+            return
+        trace.read([d.id for d in unread])
+        if self.use_outline:
+            content = call_llm(self.llms["summarizer"], step, "summarizer",
+                               P.summarizer_messages(question, thoughts, entity, keywords, unread),
+                               max_tokens=MAX_TOKENS["summarizer"], temperature=self.temperature, stop=P.SUMMARY_STOP)
+        else:  # without Knowledge Outline: the raw documents, unstructured, in one bucket
+            content = "\n\n".join(P.render_doc(d) for d in unread)
+        kept = outline.aggregate(bucket, content, [d.id for d in unread])
+        step.notes["summaries"][entity] = content if kept else None
+
+    # -- JSON roles -----------------------------------------------------------------------------
+
+    def _json(self, step: Step, role: str, messages: list[Message], coerce: Callable[[Any], T | None]) -> tuple[T | None, str]:
+        """``complete_json`` (one repair round), then ``coerce``; if that fails, the newest reply whose
+        JSON (parsed leniently, without the schema) coerces. Returns (value or None, the first raw
+        reply: the one that answered the role's own prompt, not the repair request)."""
+        req = LLMRequest(tuple(messages), max_tokens=MAX_TOKENS[role], temperature=self.temperature,
+                         json_schema=P.SCHEMAS[role], stop=P.JSON_STOP)
+        try:
+            done = complete_json(_Recorder(self.llms[role], step, role, self.send_schema), req)
+            replies = [r.text for r in done.responses]
+            value = coerce(done.value)
+        except ParseError as exc:
+            replies = [r.text for r in getattr(exc, "responses", ())] or [exc.raw]
+            value = None
+        for raw in reversed(replies):
+            if value is not None:
+                break
+            try:
+                value = coerce(parse_json(raw))
+            except ParseError:
+                continue
+        return value, replies[0]
+
+
+# -- wiring from settings (the METHODS registry and the CLI's --set) ------------------------------
+
+RERANKERS = ("bi_encoder", "cross_encoder", "none")
+KEYWORD_RETRIEVERS = ("dense", "index")
+
+
+def _index_of(retriever: Any) -> Index | None:
+    """The index behind a retriever (a hybrid's dense part preferred), or None."""
+    parts = [retriever, *getattr(retriever, "retrievers", [])]
+    found: list[Index] = [r.index for r in parts if getattr(r, "index", None) is not None]
+    return next((i for i in found if i.has("dense")), found[0] if found else None)
+
+
+def build_reranker(kind: str, store: DocStore, index: Index | None = None, model: str | None = None,
+                   min_score: float | None = 0.0) -> Reranker | None:
+    """``none`` -> None; ``cross_encoder`` -> CrossEncoderReranker(model, min_score) (raw logits);
+    ``bi_encoder`` -> cosine with the index's encoder (document vectors read back from a flat FAISS
+    index, else encoded on the fly); on an index without an encoder, ``model`` or the embedded MiniLM."""
+    from tandem.index.encoder import load_encoder
+    from tandem.models import DEFAULT_ENCODER
+    from tandem.rerank import BiEncoderReranker, CrossEncoderReranker
+
+    if kind not in RERANKERS:
+        raise ConfigError(f"unknown reranker {kind!r}; choose one of {sorted(RERANKERS)}")
+    if kind == "none":
+        return None
+    if kind == "cross_encoder":
+        if not model:
+            raise ConfigError("reranker=cross_encoder needs reranker_model=PATH_OR_HUB_NAME (e.g. BAAI/bge-reranker-v2-m3)")
+        return CrossEncoderReranker(model, store, min_score=min_score)
+    if index is None or index.manifest.encoder is None or model is not None:
+        return BiEncoderReranker(load_encoder(model or DEFAULT_ENCODER), store)
+    vectors = None
+    if index.has("dense") and index.manifest.params.get("dense", {}).get("faiss") == "flat":
+        vectors = index.faiss.reconstruct_n(0, index.faiss.ntotal)
+    return BiEncoderReranker(index.encoder, store, vectors)
+
+
+def from_settings(llm: LLM, search: Search, *, reranker: str = "bi_encoder", reranker_model: str | None = None,
+                  min_score: float | None = 0.0, role_llms: Mapping[str, str | LLM] | None = None,
+                  keyword_retriever: str = "dense", **hyper: Any) -> DualRAG:
+    """DualRAG from plain settings: keyword search is dense when the index has vectors (else the
+    index's own retriever, e.g. BM25), the reranker is built by name, role LLMs are loaded from specs."""
+    from tandem.llm.registry import load_llm
+    from tandem.retrieve.dense import DenseRetriever
+
+    if keyword_retriever not in KEYWORD_RETRIEVERS:
+        raise ConfigError(f"unknown keyword_retriever {keyword_retriever!r}; choose one of {sorted(KEYWORD_RETRIEVERS)}")
+    _check_roles(role_llms or {})
+    index = _index_of(search.retriever)
+    if keyword_retriever == "dense" and index is not None and index.has("dense") and search.retriever.name != "dense":
+        search = Search(DenseRetriever(index), search.store)
+    roles = {role: spec if not isinstance(spec, str) else llm if spec == llm.spec else load_llm(spec)
+             for role, spec in (role_llms or {}).items()}
+    return DualRAG(llm, search, reranker=build_reranker(reranker, search.store, index, reranker_model, min_score),
+                   role_llms=roles, **hyper)

@@ -1,0 +1,391 @@
+"""DualRAG's prompts, output formats and parsers, kept together (methods.md §3.5).
+
+Four roles, each one user message of Markdown sections (task, rules, output format, worked
+examples, then the live slots). The wording and the examples are ours, not the paper's:
+
+- ``reasoner``          outline + question + reasoning history -> JSON {thought, need_retrieve}
+- ``entity_identifier`` outline + question + numbered history + known entities
+                        -> JSON {entities: [{entity, keywords: [...]}]}
+- ``summarizer``        question + history + entity + keywords + unread documents -> text or ``None``
+- ``answer``            outline + question + history -> the answer
+
+``thought`` is the IRCoT-style one-sentence role used by the "without Reasoner" ablation.
+Every parser here is lenient (it coerces what a small model gets almost right) and the caller
+falls back when it returns None; nothing in this module raises on model output.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tandem.errors import ParseError
+from tandem.llm.jsonparse import parse_json
+from tandem.llm.types import Message
+from tandem.methods.ircot import ANSWER_MARKER
+from tandem.types import Document
+
+ROLES = ("reasoner", "entity_identifier", "summarizer", "answer")
+THOUGHT_ROLE = "thought"  # the one-sentence reasoner of the "without Reasoner" ablation
+REPAIR_SUFFIX = ":repair"  # role of a complete_json repair round, e.g. "reasoner:repair"
+ELSE_ENTITY = "else"  # the Entity Identifier's bucket for queries that belong to no clear entity
+RAW_DOCS_ENTITY = "Related documents"  # the single bucket of the "without Knowledge Outline" ablation
+EMPTY = "None"  # what an empty outline / history / entity list reads as in a prompt
+NONE_SUMMARIES = frozenset({"", "none", "none."})  # summaries discarded by the exact rule
+ANSWER_STYLES = ("short", "complete")
+# stop strings: replies are one line of JSON / one paragraph of notes; these cut a run-on into the
+# next example before it costs generation time (a JSON object itself never holds a blank line)
+JSON_STOP = ("\n\n",)
+SUMMARY_STOP = ("\n\n#", "\nQuestion:")
+
+REASONER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"thought": {"type": "string"}, "need_retrieve": {"type": "boolean"}},
+    "required": ["thought", "need_retrieve"],
+}
+ENTITY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"entities": {"type": "array", "items": {
+        "type": "object",
+        "properties": {"entity": {"type": "string"}, "keywords": {"type": "array", "items": {"type": "string"}}},
+        "required": ["entity", "keywords"],
+    }}},
+    "required": ["entities"],
+}
+SCHEMAS: dict[str, dict[str, Any]] = {"reasoner": REASONER_SCHEMA, "entity_identifier": ENTITY_SCHEMA}
+
+
+def _prompt(*sections: tuple[str, str]) -> str:
+    """Markdown sections ``## title`` + body, in order."""
+    return "\n\n".join(f"## {title}\n\n{body.strip()}" for title, body in sections) + "\n"
+
+
+def _lines(*lines: str) -> str:
+    return "\n".join(lines)
+
+
+def _js(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+# Knowledge outline and reasoning history as prompt text
+
+def render_outline(outline: Mapping[str, Sequence[str]]) -> str:
+    """``#### entity`` then its summaries separated by blank lines, one block per entity; ``None`` if empty."""
+    blocks = [f"#### {entity}\n\n" + "\n\n".join(items) for entity, items in outline.items()]
+    return "\n\n".join(blocks) if blocks else EMPTY
+
+
+def history_plain(thoughts: Sequence[str]) -> str:
+    return "\n".join(thoughts) if thoughts else EMPTY
+
+
+def history_numbered(thoughts: Sequence[str]) -> str:
+    return "\n".join(f"{i}. {t}" for i, t in enumerate(thoughts, 1)) if thoughts else EMPTY
+
+
+def history_steps(thoughts: Sequence[str]) -> str:
+    return "\n\n".join(f"#### Step {i}\n\n{t}" for i, t in enumerate(thoughts, 1)) if thoughts else EMPTY
+
+
+def render_doc(doc: Document) -> str:
+    """A document as the summarizer (and the raw-documents outline) reads it."""
+    return f"##### {doc.title}\n\n{doc.text}" if doc.title else doc.text
+
+
+# Reasoner
+
+REASONER_HEAD = _prompt(
+    ("Role", """
+You are the reasoning half of a question-answering team. A retrieval assistant collects knowledge
+for you and files it under the entity it is about (a person, place, organisation, work, event...).
+You read that knowledge, take the next step of reasoning, and say whether more retrieval is needed.
+"""),
+    ("Rules", """
+- Reason only from the Known Knowledge below. Never fill a gap with a guess or with memory.
+- Go step by step. Each reply continues the Reasoning History; do not repeat it.
+- Stop this step as soon as either (a) the knowledge answers the question: give the answer and set
+  "need_retrieve" to false, or (b) a fact you need is missing: name exactly what is missing and set
+  "need_retrieve" to true.
+"""),
+    ("Output format", """
+Reply with one JSON object on one line, starting with { and nothing else:
+{"thought": "<your reasoning for this step, one to three sentences>", "need_retrieve": true or false}
+"""),
+    ("Examples", """
+### Example A
+
+Question: In which country was the director of the film Stalker (1979) born?
+Known Knowledge: None
+Reasoning History: None
+Output: {"thought": "I first need to know who directed Stalker (1979); then where that person was born.", "need_retrieve": true}
+
+### Example B
+
+Question: In which country was the director of the film Stalker (1979) born?
+Known Knowledge:
+#### Stalker (1979 film)
+
+Stalker is a 1979 Soviet science fiction film directed by Andrei Tarkovsky.
+Reasoning History:
+I first need to know who directed Stalker (1979); then where that person was born.
+Output: {"thought": "Stalker (1979) was directed by Andrei Tarkovsky. I still need the place where Andrei Tarkovsky was born.", "need_retrieve": true}
+
+### Example C
+
+Question: In which country was the director of the film Stalker (1979) born?
+Known Knowledge:
+#### Stalker (1979 film)
+
+Stalker is a 1979 Soviet science fiction film directed by Andrei Tarkovsky.
+
+#### Andrei Tarkovsky
+
+Andrei Tarkovsky was born in Zavrazhye, a village in Russia.
+Reasoning History:
+I first need to know who directed Stalker (1979); then where that person was born.
+Stalker (1979) was directed by Andrei Tarkovsky. I still need the place where Andrei Tarkovsky was born.
+Output: {"thought": "Andrei Tarkovsky was born in Zavrazhye, Russia, so the director of Stalker was born in Russia.", "need_retrieve": false}
+"""),
+)
+
+
+def reasoner_messages(outline: str, question: str, thoughts: Sequence[str]) -> list[Message]:
+    """The Reasoner's prompt: the fixed head, then the live question, knowledge and history."""
+    live = _prompt(("Your turn", _lines(f"Question: {question}", "Known Knowledge:", outline,
+                                        "Reasoning History:", history_plain(thoughts), "Output:")))
+    return [Message("user", REASONER_HEAD + "\n" + live)]
+
+
+_TRUE = {"true", "yes", "1", "y"}
+_FALSE = {"false", "no", "0", "n"}
+
+
+def coerce_reasoner(value: Any) -> tuple[str, bool] | None:
+    """``(thought, need_retrieve)`` from a parsed JSON value, tolerating strings for the flag; else None."""
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        value = value[0]
+    if not isinstance(value, dict) or not isinstance(value.get("thought"), str) or not value["thought"].strip():
+        return None
+    flag = value.get("need_retrieve")
+    if isinstance(flag, str) and flag.strip().lower() in _TRUE | _FALSE:
+        flag = flag.strip().lower() in _TRUE
+    if not isinstance(flag, bool):
+        return None
+    return value["thought"].strip(), flag
+
+
+# Entity Identifier
+
+ENTITY_HEAD = _prompt(
+    ("Role", """
+You plan retrieval for a question-answering team. Given the question, the knowledge gathered so far
+and the latest reasoning, decide which knowledge is still missing and write search keywords for it.
+"""),
+    ("Rules", f"""
+- Organise the missing knowledge around key entities: people, places, organisations, works, events
+  or other proper nouns. Give each entity the keywords that would find its missing facts.
+- The keywords go to a dense (semantic) search engine: short phrases or questions that read like the
+  passage you hope to find.
+- Cover every missing fact, but only what this question needs. For one fact, write at most two
+  wordings.
+- To search more about an entity listed under Known Entities, reuse its name exactly as listed.
+- If the missing knowledge has no clear entity yet, put its keywords under the entity "{ELSE_ENTITY}".
+"""),
+    ("Output format", """
+Reply with one JSON object on one line, starting with { and nothing else:
+{"entities": [{"entity": "<entity name>", "keywords": ["<keyword>", "<another wording>"]}]}
+"""),
+    ("Examples", """
+### Example A
+
+Question: Which was founded earlier, the University of Oslo or Uppsala University?
+Known Knowledge: None
+Reasoning History:
+1. I need the founding years of the University of Oslo and of Uppsala University.
+Known Entities: None
+Output: {"entities": [{"entity": "University of Oslo", "keywords": ["University of Oslo founded in", "year the University of Oslo was established"]}, {"entity": "Uppsala University", "keywords": ["Uppsala University founded in", "year Uppsala University was established"]}]}
+
+### Example B
+
+Question: In which country was the director of the film Stalker (1979) born?
+Known Knowledge:
+#### Stalker (1979 film)
+
+Stalker is a 1979 Soviet science fiction film directed by Andrei Tarkovsky.
+Reasoning History:
+1. I first need to know who directed Stalker (1979); then where that person was born.
+2. Stalker (1979) was directed by Andrei Tarkovsky. I still need the place where Andrei Tarkovsky was born.
+Known Entities: "Stalker (1979 film)"
+Output: {"entities": [{"entity": "Andrei Tarkovsky", "keywords": ["Andrei Tarkovsky birthplace", "Where was Andrei Tarkovsky born?"]}]}
+
+### Example C
+
+Question: Who designed the bridge that was the longest suspension bridge in the world in 1960?
+Known Knowledge: None
+Reasoning History:
+1. I need to find which bridge was the longest suspension bridge in 1960, then its designer.
+Known Entities: None
+Output: {"entities": [{"entity": "else", "keywords": ["longest suspension bridge in the world in 1960", "world's longest suspension span 1960"]}]}
+"""),
+)
+
+
+def entity_messages(outline: str, question: str, thoughts: Sequence[str], known: Sequence[str]) -> list[Message]:
+    """The Entity Identifier's prompt with the outline's entities (except "else") as Known Entities."""
+    names = ", ".join(_js(e) for e in known) if known else EMPTY
+    live = _prompt(("Your turn", _lines(f"Question: {question}", "Known Knowledge:", outline, "Reasoning History:",
+                                        history_numbered(thoughts), f"Known Entities: {names}", "Output:")))
+    return [Message("user", ENTITY_HEAD + "\n" + live)]
+
+
+def coerce_entities(value: Any) -> list[tuple[str, list[str]]] | None:
+    """``[(entity, keywords)]`` from a parsed JSON value; keywords default to the entity's name.
+
+    Accepts ``{"entities": [...]}`` or a bare list; a keyword given as one string becomes a list; a
+    repeated entity merges its keywords. None when no usable entity is found.
+    """
+    items = value.get("entities") if isinstance(value, dict) else value
+    if not isinstance(items, list):
+        return None
+    merged: dict[str, list[str]] = {}
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("entity"), str) or not item["entity"].strip():
+            continue
+        raw = item.get("keywords")
+        keywords = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
+        clean = [k.strip() for k in keywords if isinstance(k, str) and k.strip()]
+        name = item["entity"].strip()
+        bucket = merged.setdefault(name, [])
+        bucket += [k for k in (clean or [name]) if k not in bucket]
+    return list(merged.items()) or None
+
+
+# Knowledge Summarizer
+
+SUMMARIZER_HEAD = _prompt(
+    ("Role", """
+You keep the notes of a question-answering team. A search for one entity returned the documents below.
+Write down what in them helps with the question, and drop the rest.
+"""),
+    ("Rules", f"""
+- Keep facts about the entity and the keywords, including facts that are only a stepping stone: a
+  multi-hop question often needs a fact that does not answer it directly (who directed a film, where
+  a company is based...).
+- Copy the important wording from the documents; keep every name exactly as written there.
+- No comments, opinions or guesses; add nothing the documents do not say.
+- If nothing in the documents is useful, reply with the single word {EMPTY}.
+"""),
+    ("Output format", f"""
+Plain text: a few sentences of notes, or {EMPTY}.
+"""),
+    ("Examples", f"""
+### Example A
+
+Question: Which was founded earlier, the University of Oslo or Uppsala University?
+Entity: Uppsala University
+Keywords: Uppsala University founded in, year Uppsala University was established
+Documents:
+##### Uppsala University
+
+Uppsala University is a public research university in Uppsala, Sweden. Founded in 1477, it is the oldest university in Sweden.
+
+##### Uppsala Cathedral
+
+Uppsala Cathedral is a cathedral in the centre of Uppsala, Sweden.
+Output: Uppsala University, a public research university in Uppsala, Sweden, was founded in 1477.
+
+### Example B
+
+Question: Which was founded earlier, the University of Oslo or Uppsala University?
+Entity: University of Oslo
+Keywords: University of Oslo founded in
+Documents:
+##### Oslo Opera House
+
+The Oslo Opera House is the home of the Norwegian National Opera and Ballet.
+Output: {EMPTY}
+
+### Example C
+
+Question: In which country was the director of the film Stalker (1979) born?
+Entity: Stalker (1979 film)
+Keywords: Stalker 1979 film director
+Documents:
+##### Stalker (1979 film)
+
+Stalker is a 1979 Soviet science fiction film directed by Andrei Tarkovsky, with a screenplay by Boris and Arkady Strugatsky.
+Output: Stalker is a 1979 Soviet science fiction film directed by Andrei Tarkovsky.
+"""),
+)
+
+
+def summarizer_messages(question: str, thoughts: Sequence[str], entity: str, keywords: Sequence[str],
+                        docs: Sequence[Document]) -> list[Message]:
+    """The Knowledge Summarizer's prompt for one entity and the documents it has not read yet."""
+    body = "\n\n".join(render_doc(d) for d in docs)
+    live = _prompt(("Your turn", _lines(f"Question: {question}", "Reasoning History:", history_steps(thoughts),
+                                        f"Entity: {entity}", f"Keywords: {', '.join(keywords)}", "Documents:", body,
+                                        "Output:")))
+    return [Message("user", SUMMARIZER_HEAD + "\n" + live)]
+
+
+_WRAPPERS = " \t\r\n\"'`*_"
+
+
+def is_none_summary(text: str) -> bool:
+    """The EXACT discard rule: the output, trimmed of whitespace/quotes/emphasis and lower-cased, is
+    empty, ``none`` or ``none.``. (The authors' substring test also dropped "Nonetheless, ...".)"""
+    return text.strip(_WRAPPERS).lower() in NONE_SUMMARIES
+
+
+# Answer
+
+ANSWER_HEAD = {
+    "short": _prompt(("Role", """
+You answer a question from the knowledge your team retrieved and the reasoning done so far.
+Reply with the answer only: a name, a date, a number or a short phrase; "yes" or "no" for a yes/no
+question. No sentence, no explanation.
+""")),
+    "complete": _prompt(("Role", """
+You answer a question from the knowledge your team retrieved and the reasoning done so far.
+Read the knowledge carefully and write a complete answer that follows from your earlier reasoning.
+""")),
+}
+
+
+def answer_messages(outline: str, question: str, thoughts: Sequence[str], style: str = "short") -> list[Message]:
+    """The Answer agent's prompt; ``style`` "short" (our default) or "complete" (the paper's)."""
+    live = _prompt(("Knowledge", outline), ("Question", question), ("Your reasoning", history_steps(thoughts)),
+                   ("Answer", ""))
+    return [Message("user", ANSWER_HEAD[style] + "\n" + live)]
+
+
+# "Without Reasoner" ablation: IRCoT-style one sentence per step
+
+THOUGHT_HEAD = _prompt(("Role", f"""
+You answer multi-hop questions by reasoning over the background knowledge one sentence at a time.
+Write ONLY the next sentence of the reasoning. When the reasoning reaches the answer, write
+"{ANSWER_MARKER} " followed by the answer in a few words.
+"""))
+
+
+def thought_messages(outline: str, question: str, thoughts: Sequence[str]) -> list[Message]:
+    """One-sentence reasoning step over the outline (the reasoning so far ends the message)."""
+    live = _prompt(("Background knowledge", outline), ("Question", question))
+    return [Message("user", THOUGHT_HEAD + "\n" + live + "\nReasoning:\n" + "".join(t + "\n" for t in thoughts))]
+
+
+# Strict check used by the SFT export: does this output parse for its role?
+
+def parses_for(role: str, output: str) -> bool:
+    """True when ``output`` is a well-formed reply for ``role`` (JSON roles: schema-valid and usable)."""
+    if role not in SCHEMAS:
+        return bool(output.strip())
+    try:
+        value = parse_json(output, SCHEMAS[role])
+    except ParseError:
+        return False
+    return (coerce_reasoner(value) if role == "reasoner" else coerce_entities(value)) is not None
+

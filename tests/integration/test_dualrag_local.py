@@ -1,0 +1,41 @@
+"""DualRAG end to end on the embedded models: SmolLM2 (local backend) + a MiniLM dense index over one
+dev500 question's own paragraphs, max_iter=2. Checks the loop's shape, not answer quality (135M model)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tandem.corpus import load_dataset
+from tandem.index import build_index, open_index
+from tandem.llm import load_llm
+from tandem.methods import Search, build_method
+from tandem.render import render_trace
+from tandem.retrieve import open_retriever
+from tests.conftest import shared
+
+pytestmark = pytest.mark.integration
+
+
+def test_dualrag_one_question_on_local_models(tmp_path):
+    ds = load_dataset(shared("hotpotqa/dev500.jsonl"))
+    question = ds.questions[0]
+    by_id = {d.id: d for d in ds.passages}
+    docs = [by_id[i] for i in question.metadata["context_ids"]]
+    build_index(docs, tmp_path / "idx", kind="dense")
+    idx = open_index(tmp_path / "idx")
+    search = Search(open_retriever(idx), idx.store)
+    method = build_method("dualrag", load_llm("local"), search, max_iter=2, send_schema=False, topk=5, rerank_topk=3)
+    answer = method.answer(question)
+
+    steps = answer.trace.steps
+    assert 2 <= len(steps) <= 3 and steps[-1].name == "answer" and answer.text.strip()
+    roles = [c.role for c in answer.trace.llm_calls]
+    assert roles[0] == "reasoner" and roles[-1] == "answer"
+    assert all(c.prompt_tokens > 0 and c.completion_tokens > 0 for c in answer.trace.llm_calls)
+    first = steps[0].notes
+    assert isinstance(first["thought"], str) and isinstance(first["need_retrieve"], bool)
+    if first["need_retrieve"]:  # retrieval happened: entities, hits <= rerank_topk, outline recorded
+        assert first["entities"] and all(len(ids) <= 3 for ids in first["hits"].values())
+        assert set(answer.trace.docs_read) <= set(question.metadata["context_ids"])
+        assert isinstance(first["outline"], str)
+    assert "answer:" in str(render_trace(answer, idx.store).renderables[-2])

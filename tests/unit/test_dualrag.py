@@ -1,0 +1,316 @@
+"""DualRAG driven by scripted fake LLMs (one per role): control flow, outline, fallbacks, ablations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tandem.errors import ConfigError
+from tandem.index import build_index, open_index
+from tandem.methods import Search, build_method
+from tandem.methods import dualrag_prompts as P
+from tandem.methods.dualrag import DualRAG, Outline, from_settings, union_by_id
+from tandem.methods.ircot import ANSWER_MARKER
+from tandem.rerank import BiEncoderReranker
+from tandem.retrieve import open_retriever
+from tandem.testing.encoders import HashingEncoder
+from tandem.testing.fake_llm import FakeLLM
+from tandem.types import Hit, Question
+
+QUESTION = Question("q1", "Which river flows through the city where Marie Curie was born?", ("Vistula",), ("d1", "d3"))
+
+
+@pytest.fixture
+def search(tmp_path, small_docs):
+    build_index(small_docs, tmp_path / "idx", kind="bm25")
+    idx = open_index(tmp_path / "idx")
+    return Search(open_retriever(idx), idx.store)
+
+
+def think(thought: str, retrieve: bool = True) -> str:
+    return json.dumps({"thought": thought, "need_retrieve": retrieve})
+
+
+def plan(*entities: tuple[str, list[str]]) -> str:
+    return json.dumps({"entities": [{"entity": e, "keywords": k} for e, k in entities]})
+
+
+class Roles:
+    """One scripted FakeLLM per role; ``method()`` wires them into DualRAG."""
+
+    def __init__(self, reasoner=(), entity=(), summarizer=(), answer=("Vistula",)) -> None:
+        self.llms = {
+            "reasoner": FakeLLM(responses=list(reasoner)),
+            "entity_identifier": FakeLLM(responses=list(entity)),
+            "summarizer": FakeLLM(responses=list(summarizer)),
+            "answer": FakeLLM(responses=list(answer)),
+        }
+
+    def method(self, search: Search, **hyper) -> DualRAG:
+        hyper.setdefault("rerank_topk", 2)
+        return DualRAG(self.llms["answer"], search, role_llms=self.llms, **hyper)
+
+    def prompts(self, role: str) -> list[str]:
+        return [c.last_user for c in self.llms[role].calls]
+
+
+class RecordingReranker:
+    """Reverses the candidate order and records the queries it was given."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def rerank(self, query, hits, k=None):
+        self.queries.append(query)
+        out = list(reversed(hits))[:k]
+        return [Hit(h.doc_id, float(len(out) - i), i + 1, self.name) for i, h in enumerate(out)]
+
+
+def two_hop_roles() -> Roles:
+    return Roles(
+        reasoner=[think("I need the birthplace of Marie Curie."),
+                  think("Marie Curie was born in Warsaw. I need the river of Warsaw."),
+                  think("Warsaw is on the Vistula, so the answer is the Vistula.", retrieve=False)],
+        entity=[plan(("Marie Curie", ["Marie Curie born"])),
+                plan(("Warsaw", ["Warsaw river", "river through Warsaw"]))],
+        summarizer=["Marie Curie was born in Warsaw.", "Warsaw is the capital of Poland on the Vistula river."],
+    )
+
+
+def test_two_hop_trajectory_builds_the_outline(search):
+    roles = two_hop_roles()
+    ans = roles.method(search).answer(QUESTION)
+    assert ans.text == "Vistula"
+    assert [s.name for s in ans.trace.steps] == ["iteration 1", "iteration 2", "iteration 3", "answer"]
+    s1, s2, s3, final = ans.trace.steps
+    assert s1.queries == ["Marie Curie born"] and s2.queries == ["Warsaw river", "river through Warsaw"]
+    assert s1.notes["entities"] == {"Marie Curie": ["Marie Curie born"]}
+    assert s1.notes["hits"]["Marie Curie"][0] == "d1" and len(s1.notes["hits"]["Marie Curie"]) <= 2
+    assert s2.notes["hits"]["Warsaw"][0] == "d3"
+    expected = ("#### Marie Curie\n\nMarie Curie was born in Warsaw.\n\n"
+                "#### Warsaw\n\nWarsaw is the capital of Poland on the Vistula river.")
+    assert s2.notes["outline"] == expected and final.notes["outline"] == expected
+    assert s3.notes["need_retrieve"] is False and "entities" not in s3.notes  # no retrieval after "stop"
+    # what each role saw
+    assert roles.prompts("reasoner")[0].count("Known Knowledge:\nNone") == 1
+    assert expected in roles.prompts("reasoner")[2]
+    assert 'Known Entities: "Marie Curie"' in roles.prompts("entity_identifier")[1]
+    assert "Entity: Warsaw" in roles.prompts("summarizer")[1] and "Keywords: Warsaw river, river through Warsaw" in roles.prompts("summarizer")[1]
+    assert expected in roles.prompts("answer")[0] and "#### Step 2" in roles.prompts("answer")[0]
+    # trace: calls per role, documents read
+    assert [c.role for c in ans.trace.llm_calls] == [
+        "reasoner", "entity_identifier", "summarizer", "reasoner", "entity_identifier", "summarizer", "reasoner", "answer"]
+    assert "d1" in ans.trace.docs_read and "d3" in ans.trace.docs_read
+    assert ans.to_dict()["trace"]["steps"][1]["notes"]["outline"] == expected  # JSON-ready
+
+
+def test_rerank_query_is_the_entity_name_and_else_uses_its_keywords(search):
+    roles = Roles(reasoner=[think("need"), think("done", False)],
+                  entity=[plan(("Marie Curie", ["Curie birthplace", "Marie Curie born"]), ("else", ["capital river"]))],
+                  summarizer=["Marie Curie was born in Warsaw.", "Warsaw is on the Vistula."])
+    reranker = RecordingReranker()
+    ans = roles.method(search, reranker=reranker).answer(QUESTION)
+    assert reranker.queries == ["Marie Curie", "capital river"]
+    assert all(h.source == "recording" for h in ans.trace.steps[0].hits)
+
+
+def test_union_by_id_keeps_best_score_in_order():
+    a = [Hit("x", 0.9, 1, "dense"), Hit("y", 0.5, 2, "dense")]
+    b = [Hit("y", 0.95, 1, "dense"), Hit("z", 0.1, 2, "dense")]
+    assert [(h.doc_id, h.score, h.rank) for h in union_by_id([a, b])] == [("y", 0.95, 1), ("x", 0.9, 2), ("z", 0.1, 3)]
+
+
+def test_without_reranker_keeps_retrieval_order_top_k(search):
+    roles = Roles(reasoner=[think("need"), think("done", False)], entity=[plan(("Warsaw", ["Warsaw", "Vistula river"]))],
+                  summarizer=["Warsaw is on the Vistula."])
+    ans = roles.method(search, reranker=None, rerank_topk=3).answer(QUESTION)
+    hits = ans.trace.steps[0].hits
+    union = union_by_id(search.retriever.search_batch(["Warsaw", "Vistula river"], 50))
+    assert [h.doc_id for h in hits] == [h.doc_id for h in union[:3]]
+
+
+@pytest.mark.parametrize("bad", ["I think I need more.", "{\"thought\": ", "```json\n[1, 2]\n```"])
+def test_malformed_reasoner_falls_back_to_raw_text(search, bad):
+    roles = Roles(reasoner=[bad, "{}", think("done", False)], entity=[plan(("Warsaw", ["Warsaw"]))],
+                  summarizer=["Warsaw is on the Vistula."])
+    ans = roles.method(search).answer(QUESTION)
+    s1 = ans.trace.steps[0]
+    assert [c.role for c in s1.llm_calls[:2]] == ["reasoner", "reasoner:repair"]
+    assert s1.notes["fallbacks"][0].startswith("reasoner") and s1.notes["need_retrieve"] is True
+    assert s1.notes["thought"] == (bad.strip() or QUESTION.text)
+    assert ans.text == "Vistula"
+
+
+def test_reasoner_repair_round_and_lenient_flag(search):
+    roles = Roles(reasoner=["not json", think("need"),  # repaired on the second try
+                            '{"thought": "done", "need_retrieve": "false"}', "still not json"],  # coerced
+                  entity=[plan(("Warsaw", ["Warsaw"]))], summarizer=["Warsaw is on the Vistula."])
+    ans = roles.method(search).answer(QUESTION)
+    s1, s2 = ans.trace.steps[:2]
+    assert s1.notes["thought"] == "need" and "fallbacks" not in s1.notes
+    assert s2.notes["thought"] == "done" and s2.notes["need_retrieve"] is False and "fallbacks" not in s2.notes
+    assert "Reply again with only the JSON" in roles.llms["reasoner"].calls[1].last_user
+
+
+def test_reasoner_fallback_on_the_last_step_stops(search):
+    roles = Roles(reasoner=["garbage"] * 4, entity=[plan(("Warsaw", ["Warsaw"]))], summarizer=["Warsaw facts."])
+    ans = roles.method(search, max_iter=2).answer(QUESTION)
+    assert ans.trace.steps[0].notes["need_retrieve"] is True and ans.trace.steps[1].notes["need_retrieve"] is False
+    assert len(roles.llms["entity_identifier"].calls) == 1
+
+
+def test_malformed_entity_identifier_sends_the_thought_as_else_query(search):
+    roles = Roles(reasoner=[think("Where was Marie Curie born"), think("done", False)],
+                  entity=["entities: Marie Curie", "sorry"], summarizer=["Marie Curie was born in Warsaw."])
+    ans = roles.method(search).answer(QUESTION)
+    s1 = ans.trace.steps[0]
+    assert s1.queries == ["Where was Marie Curie born"] and s1.notes["entities"] == {"else": ["Where was Marie Curie born"]}
+    assert s1.notes["fallbacks"] == ["entity_identifier: the thought as one 'else' query"]
+    assert "#### else" in s1.notes["outline"]
+
+
+def test_entity_identifier_output_is_coerced(search):
+    roles = Roles(reasoner=[think("need"), think("done", False)],
+                  entity=['[{"entity": "Warsaw", "keywords": "Warsaw river"}, {"entity": "Warsaw", "keywords": ["Vistula"]}, {"x": 1}]', "sorry, no"],
+                  summarizer=["Warsaw is on the Vistula."])
+    ans = roles.method(search).answer(QUESTION)
+    assert ans.trace.steps[0].notes["entities"] == {"Warsaw": ["Warsaw river", "Vistula"]}
+    assert P.coerce_entities({"entities": [{"entity": "A", "keywords": []}]}) == [("A", ["A"])]
+    assert P.coerce_entities({"entities": []}) is None and P.coerce_entities("x") is None
+
+
+def test_step_cap(search):
+    roles = Roles()
+    roles.llms["reasoner"].default = think("still need more")
+    roles.llms["entity_identifier"].default = plan(("Warsaw", ["Warsaw"]))
+    roles.llms["summarizer"].default = "Warsaw is on the Vistula."
+    ans = roles.method(search).answer(QUESTION)  # default max_iter = 5
+    assert [s.name for s in ans.trace.steps] == ["iteration 1", "iteration 2", "iteration 3", "iteration 4", "iteration 5", "answer"]
+    assert len(roles.llms["reasoner"].calls) == 5 and len(roles.llms["answer"].calls) == 1
+    # Warsaw's documents were read in step 1: later steps found nothing unread, so no more summaries
+    assert len(roles.llms["summarizer"].calls) == 1
+
+
+def test_entity_linking_appends_and_skips_read_documents(search):
+    roles = Roles(reasoner=[think("need"), think("need more"), think("done", False)],
+                  entity=[plan(("Marie Curie", ["Marie Curie"])), plan(("marie curie", ["Curie Nobel Prizes", "Paris"]))],
+                  summarizer=["Marie Curie was born in Warsaw.", "She won two Nobel Prizes."])
+    ans = roles.method(search, rerank_topk=2).answer(QUESTION)
+    s1, s2 = ans.trace.steps[:2]
+    read_first = set(s1.notes["hits"]["Marie Curie"])
+    assert s2.notes["entities"] == {"Marie Curie": ["Curie Nobel Prizes", "Paris"]}  # linked to the known name
+    second_prompt = roles.prompts("summarizer")[1]
+    for doc_id in read_first:
+        assert search.store.get(doc_id).text not in second_prompt  # not summarised twice
+    assert s2.notes["outline"] == "#### Marie Curie\n\nMarie Curie was born in Warsaw.\n\nShe won two Nobel Prizes."
+
+
+def test_none_summary_rule_is_exact(search):
+    assert P.is_none_summary("None") and P.is_none_summary(" none. ") and P.is_none_summary("**None**")
+    assert P.is_none_summary("") and P.is_none_summary('"None."')
+    assert not P.is_none_summary("Nonetheless, Warsaw lies on the Vistula.")
+    assert not P.is_none_summary("None of the documents mention it, but Warsaw is in Poland.")
+    roles = Roles(reasoner=[think("need"), think("done", False)],
+                  entity=[plan(("Marie Curie", ["Marie Curie"]), ("Paris", ["Paris Seine"]))],
+                  summarizer=["None.", "Nonetheless, Paris is the capital of France."])
+    ans = roles.method(search).answer(QUESTION)
+    s1 = ans.trace.steps[0]
+    assert s1.notes["summaries"] == {"Marie Curie": None, "Paris": "Nonetheless, Paris is the capital of France."}
+    assert s1.notes["outline"] == "#### Paris\n\nNonetheless, Paris is the capital of France."  # empty entity removed
+
+
+def test_outline_keeps_earlier_content_when_a_later_summary_is_none():
+    outline = Outline()
+    assert outline.aggregate("Warsaw", "Warsaw is in Poland.", ["d3"])
+    assert not outline.aggregate("Warsaw", "None", ["d4"])
+    assert outline.snapshot() == {"Warsaw": ["Warsaw is in Poland."]} and outline.entries["Warsaw"].supports == ["d3", "d4"]
+    assert outline.link("WARSAW") == "Warsaw" and outline.link("Paris") == "Paris"
+    assert Outline().render() == "None"
+
+
+def test_without_reasoner_uses_one_sentence_thoughts_until_the_marker(search):
+    roles = Roles(entity=[plan(("Marie Curie", ["Marie Curie"])), plan(("Warsaw", ["Warsaw"]))],
+                  summarizer=["Marie Curie was born in Warsaw.", "Warsaw is on the Vistula."])
+    roles.llms["reasoner"].reset(["Marie Curie was born in Warsaw. Then more.", "Warsaw is on the Vistula.",
+                                  f"{ANSWER_MARKER} the Vistula."])
+    ans = roles.method(search, use_reasoner=False).answer(QUESTION)
+    thoughts = [s.notes["thought"] for s in ans.trace.steps[:3]]
+    assert thoughts == ["Marie Curie was born in Warsaw.", "Warsaw is on the Vistula.", f"{ANSWER_MARKER} the Vistula."]
+    assert [s.notes["need_retrieve"] for s in ans.trace.steps[:3]] == [True, True, False]
+    assert {c.role for c in ans.trace.llm_calls} == {"thought", "entity_identifier", "summarizer", "answer"}
+    assert all(c.json_schema is None and c.stop == ("\n",) for c in roles.llms["reasoner"].calls)
+
+
+def test_without_entity_identifier_the_thought_is_the_query(search):
+    roles = Roles(reasoner=[think("Marie Curie birthplace"), think("done", False)], summarizer=["Marie Curie was born in Warsaw."])
+    reranker = RecordingReranker()
+    ans = roles.method(search, use_entity_identifier=False, reranker=reranker).answer(QUESTION)
+    s1 = ans.trace.steps[0]
+    assert roles.llms["entity_identifier"].calls == []
+    assert s1.queries == ["Marie Curie birthplace"] and s1.notes["entities"] == {"else": ["Marie Curie birthplace"]}
+    assert reranker.queries == ["Marie Curie birthplace"]
+
+
+def test_without_outline_stores_raw_documents(search):
+    roles = Roles(reasoner=[think("need"), think("need more"), think("done", False)],
+                  entity=[plan(("Marie Curie", ["Marie Curie"])), plan(("Warsaw", ["Warsaw", "Marie Curie"]))])
+    ans = roles.method(search, use_outline=False).answer(QUESTION)
+    assert roles.llms["summarizer"].calls == []
+    outline = ans.trace.steps[1].notes["outline"]
+    assert outline.startswith(f"#### {P.RAW_DOCS_ENTITY}\n\n##### Marie Curie\n\nMarie Curie was born in Warsaw")
+    assert outline.count("##### Marie Curie") == 1  # a document is stored once
+    assert "##### Warsaw" in outline and outline in roles.prompts("reasoner")[2]
+
+
+def test_role_llms_and_settings(tmp_path, small_docs):
+    build_index(small_docs, tmp_path / "idx", kind="hybrid", encoder=HashingEncoder())
+    idx = open_index(tmp_path / "idx")
+    idx.__dict__["encoder"] = HashingEncoder()  # the test encoder is not loadable by name
+    search = Search(open_retriever(idx), idx.store)
+    llm = FakeLLM(default="x")
+    method = build_method("dualrag", llm, search, role_llms={"answer": "fake"}, max_iter=2)
+    assert method.search.retriever.name == "dense"  # keyword search is dense on a hybrid index
+    assert isinstance(method.reranker, BiEncoderReranker) and method.reranker.doc_vectors.shape == (5, 64)
+    assert method.llms["answer"] is llm and method.max_iter == 2
+    assert from_settings(llm, search, reranker="none", keyword_retriever="index").reranker is None
+    assert from_settings(llm, search, keyword_retriever="index").search.retriever.name == "hybrid"
+    other = build_method("dualrag", llm, search, role_llms={"summarizer": "fake:short"})
+    assert other.llms["summarizer"] is not llm and other.llms["reasoner"] is llm
+    with pytest.raises(ConfigError, match="roles"):
+        build_method("dualrag", llm, search, role_llms={"planner": "fake"})
+    with pytest.raises(ConfigError, match="reranker_model"):
+        build_method("dualrag", llm, search, reranker="cross_encoder")
+    with pytest.raises(ConfigError, match="reranker"):
+        build_method("dualrag", llm, search, reranker="colbert")
+    with pytest.raises(ConfigError, match="bad hyper-parameter"):
+        build_method("dualrag", llm, search, nonsense=1)
+    with pytest.raises(ConfigError, match="index"):
+        build_method("dualrag", llm)
+
+
+def test_answer_styles(search):
+    roles = Roles(reasoner=[think("done", False)], answer=["Answer: the Vistula.\nBecause..."])
+    assert roles.method(search).answer(QUESTION).text == "the Vistula"
+    roles = Roles(reasoner=[think("done", False)], answer=["The river is the Vistula.\nIt flows through Warsaw."])
+    assert roles.method(search, answer_style="complete").answer(QUESTION).text.endswith("flows through Warsaw.")
+    assert "complete answer" in roles.prompts("answer")[0]
+    with pytest.raises(ConfigError):
+        roles.method(search, answer_style="long")
+
+
+def test_rendered_trace_shows_steps_and_indented_outline(search):
+    from rich.console import Console
+
+    from tandem.render import render_trace
+
+    ans = two_hop_roles().method(search).answer(QUESTION)
+    console = Console(record=True, width=200)
+    console.print(render_trace(ans, search.store))
+    text = console.export_text()
+    assert "step 1: iteration 1" in text and "step 4: answer" in text
+    assert "    #### Marie Curie" in text and "    Warsaw is the capital of Poland on the Vistula river." in text
+    assert "    Marie Curie: ['Marie Curie', " in text  # hits per entity shown as titles
+    assert "answer: Vistula" in text
