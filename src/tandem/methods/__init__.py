@@ -8,6 +8,7 @@ from typing import Any
 from tandem.errors import ConfigError
 from tandem.index.store import DocStore
 from tandem.llm.types import LLM
+from tandem.methods import cooprag, dualrag
 from tandem.methods.base import Method, Search
 from tandem.methods.direct import Direct
 from tandem.methods.ircot import IRCoT
@@ -20,8 +21,10 @@ METHODS: dict[str, Callable[..., Method]] = {
     "naive_rag": lambda llm, search, store, **hp: NaiveRAG(llm, _need(search, "naive_rag"), **hp),
     "oracle": lambda llm, search, store, **hp: Oracle(llm, _need_store(store), **hp),
     "ircot": lambda llm, search, store, **hp: IRCoT(llm, _need(search, "ircot"), **hp),
+    "dualrag": lambda llm, search, store, **hp: dualrag.from_settings(llm, _need(search, "dualrag"), **hp),
+    "cooprag": lambda llm, search, store, **hp: cooprag.from_settings(llm, _need(search, "cooprag"), **hp),
 }
-NEEDS_INDEX = {"naive_rag", "ircot"}
+NEEDS_INDEX = {"naive_rag", "ircot", "dualrag", "cooprag"}
 
 
 def _need(search: Search | None, name: str) -> Search:

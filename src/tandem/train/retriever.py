@@ -1,0 +1,231 @@
+"""Retriever fine-tuning with CoopRAG's difficulty-aware weighted InfoNCE (paper §3.6; methods.md §1.5).
+
+Each training question's query U (the question, or Q ‖ S ‖ R from an unrolling) is paired with each of
+its gold passages D+ and, rebuilt every epoch, one hard negative D- drawn from that question's own
+distractors (a random pool passage when it has none). For a batch of b instances::
+
+    s(U, D)  = cos(E(U), E(D)) * exp(log_inv_t)                  learnable inverse temperature (1/0.05)
+    L        = mean_i a_i * CE(s(U_i, [D_1+..D_b+, D_1-..D_b-]), i)       query -> documents, in-batch
+             + beta * mean_i CE(s([U_1..U_b], D_i+), i)                   document -> query (authors' code)
+    a_i      = ln(1 + |S_i|)                                              |S_i| = number of sub-questions
+
+Other gold passages of the same question (and the same question's other queries in the backward
+term) are masked out of the candidates: they are not negatives. E is the model's own sentence
+embedding (mean pooling for MiniLM), i.e. the first stage the FAISS index uses; the authors train
+the RaLa logit instead (deviation, docs/methods/cooprag.md). The result is saved with
+sentence-transformers' ``save``: pass the folder as ``--encoder`` to ``tandem index``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from tandem.index.store import DocStore
+from tandem.models import DEFAULT_ENCODER, offline_env, resolve_model
+from tandem.types import Question
+
+
+@dataclass(frozen=True)
+class TrainQuestion:
+    """A training question: its query text, gold passages, distractors and sub-question count."""
+
+    id: str
+    query: str
+    positives: tuple[str, ...]
+    negatives: tuple[str, ...]
+    n_sub: int
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One (U, D+, D-) triple of an epoch."""
+
+    qid: str
+    query: str
+    positive: str
+    negative: str
+    n_sub: int
+
+
+@dataclass
+class TrainConfig:
+    """Hyper-parameters (authors' values in methods.md §1.5; CPU-sized defaults here)."""
+
+    base: str = DEFAULT_ENCODER
+    epochs: int = 2
+    batch_size: int = 16
+    lr: float = 2e-5
+    weight_decay: float = 1e-5
+    warmup: float = 0.1  # fraction of the steps
+    clip: float = 10.0
+    temperature: float = 0.05
+    learn_temperature: bool = True
+    alpha: bool = True  # difficulty weights a_i; False -> every a_i = 1 (paper Table 5 "without a")
+    backward_weight: float = 1.0  # beta; 0 drops the document -> query term
+    max_length: int = 256
+    max_minutes: float = 30.0
+    seed: int = 0
+
+
+def difficulty_weight(n_sub: int) -> float:
+    """a = ln(1 + |S|) (paper Eq. 6)."""
+    return math.log1p(n_sub)
+
+
+def training_questions(questions: Sequence[Question], store: DocStore, *, unrollings: Mapping[str, Any] | None = None,
+                       parts: str = "q+s+r", default_n_sub: int = 2) -> list[TrainQuestion]:
+    """Training questions with gold passages in ``store``; distractors are the question's other context
+    passages (``metadata['context_ids']``). With ``unrollings`` (id -> ``Unrolled``) the query is U
+    (``parts`` of Q ‖ S ‖ R) and |S| its sub-question count; else the question, and |S| the length of
+    its MuSiQue decomposition, else ``default_n_sub`` (also used when an unrolling fell back to no S)."""
+    from tandem.methods.cooprag import render_query
+
+    out = []
+    for q in questions:
+        gold = [d for d in q.gold_doc_ids if d in store]
+        if not gold:
+            continue
+        context = [d for d in q.metadata.get("context_ids", []) if d in store and d not in q.gold_doc_ids]
+        unrolled = (unrollings or {}).get(q.id)
+        query = render_query(q.text, unrolled, parts) if unrolled is not None else q.text
+        n_sub = (len(unrolled.sub_questions) if unrolled is not None else 0) or len(q.metadata.get("decomposition", [])) \
+            or default_n_sub
+        out.append(TrainQuestion(q.id, query, tuple(store.get(d).contents for d in gold),
+                                 tuple(store.get(d).contents for d in context), n_sub))
+    return out
+
+
+def epoch_instances(questions: Sequence[TrainQuestion], pool: Sequence[str], rng: random.Random) -> list[Instance]:
+    """One instance per gold passage with a fresh hard negative, shuffled."""
+    out = [Instance(q.id, q.query, pos, rng.choice(q.negatives) if q.negatives else rng.choice(pool), q.n_sub)
+           for q in questions for pos in q.positives]
+    rng.shuffle(out)
+    return out
+
+
+def infonce_loss(q: Any, pos: Any, neg: Any, qids: Sequence[str], weights: Any, log_inv_t: Any,
+                 backward_weight: float) -> Any:
+    """The weighted InfoNCE above for unit vectors q (b, dim), pos (b, dim), neg (b, dim)."""
+    import torch
+    import torch.nn.functional as F
+
+    b = q.shape[0]
+    same = torch.tensor([[a == c for c in qids] for a in qids])
+    off_diag = same & ~torch.eye(b, dtype=torch.bool)  # other gold passages / queries of the same question
+    scale = log_inv_t.exp()
+    target = torch.arange(b)
+    q2d = torch.cat([q @ pos.T, q @ neg.T], dim=1) * scale
+    q2d[:, :b] = q2d[:, :b].masked_fill(off_diag, float("-inf"))
+    loss = (weights * F.cross_entropy(q2d, target, reduction="none")).mean()
+    if backward_weight:
+        d2q = (pos @ q.T * scale).masked_fill(off_diag, float("-inf"))
+        loss = loss + backward_weight * F.cross_entropy(d2q, target)
+    return loss
+
+
+def train_retriever(questions: Sequence[TrainQuestion], pool: Sequence[str], out: str | Path, config: TrainConfig,
+                    on_step: Callable[[int, int, float], None] | None = None) -> dict[str, Any]:
+    """Fine-tune ``config.base`` and save it (sentence-transformers format) into ``out`` atomically.
+    Stops early after ``config.max_minutes``. Returns the training log."""
+    offline_env()
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    model = SentenceTransformer(resolve_model(config.base), device="cpu")
+    model.max_seq_length = config.max_length
+    model.train()
+    log_inv_t = torch.nn.Parameter(torch.tensor(math.log(1.0 / config.temperature)), requires_grad=config.learn_temperature)
+    params = [*model.parameters(), *([log_inv_t] if config.learn_temperature else [])]
+    optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    per_epoch = math.ceil(sum(len(q.positives) for q in questions) / config.batch_size)
+    total = max(1, per_epoch * config.epochs)
+    warm = max(1, int(config.warmup * total))
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
+
+    def embed(texts: Sequence[str]) -> Any:
+        feats = model.preprocess(list(texts))
+        return torch.nn.functional.normalize(model(feats)["sentence_embedding"], dim=-1)
+
+    start, step, losses, stopped = time.monotonic(), 0, [], None
+    for epoch in range(config.epochs):
+        batches = epoch_instances(questions, pool, rng)
+        for i in range(0, len(batches), config.batch_size):
+            batch = batches[i:i + config.batch_size]
+            if len(batch) < 2:
+                continue
+            weights = torch.tensor([difficulty_weight(x.n_sub) if config.alpha else 1.0 for x in batch])
+            loss = infonce_loss(embed([x.query for x in batch]), embed([x.positive for x in batch]),
+                                embed([x.negative for x in batch]), [x.qid for x in batch], weights, log_inv_t,
+                                config.backward_weight)
+            optim.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, config.clip)
+            optim.step()
+            sched.step()
+            step += 1
+            losses.append(round(loss.item(), 4))
+            if on_step is not None:
+                on_step(step, total, loss.item())
+            if time.monotonic() - start > 60 * config.max_minutes:
+                stopped = f"time cap {config.max_minutes} min reached at epoch {epoch + 1}, step {step}"
+                break
+        if stopped:
+            break
+    log = {"config": asdict(config), "questions": len(questions), "steps": step, "planned_steps": total,
+           "minutes": round((time.monotonic() - start) / 60, 2), "temperature": round(1 / log_inv_t.exp().item(), 4),
+           "loss_first": losses[:5], "loss_last": losses[-5:], "stopped_early": stopped}
+    _save(model, Path(out), log)
+    return log
+
+
+def _save(model: Any, out: Path, log: dict[str, Any]) -> None:
+    """Write the model folder next to ``out`` and rename it into place (never a half-written model)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.saving-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save(str(tmp))
+    (tmp / "train_log.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
+    if out.exists():
+        shutil.rmtree(out)
+    os.replace(tmp, out)
+
+
+def recall_on(questions: Sequence[Question], pool: Sequence[Any], encoder: str, index_dir: str | Path,
+              build: bool = True) -> dict[str, float]:
+    """R@2 / R@5 (percent) of dense retrieval with ``encoder`` over ``pool``, indexed into ``index_dir``
+    (``build=False``: an existing index, checked to be ``encoder``'s over ``pool``). Both sides use
+    sentence-transformers itself (backend ``st``), so before/after differ only by the weights."""
+    from tandem.eval.retrieval import evaluate_retrieval
+    from tandem.index import build_index, open_index
+    from tandem.index.encoder import load_encoder
+    from tandem.retrieve.dense import DenseRetriever
+
+    if build:
+        build_index(pool, index_dir, kind="dense", encoder=load_encoder(encoder, backend="st"))
+    index = open_index(index_dir, encoder=encoder, corpus=pool, encoder_backend="st")
+    _, metrics = evaluate_retrieval(questions, DenseRetriever(index), (2, 5))
+    return {"R@2": round(100 * metrics["recall@2"], 1), "R@5": round(100 * metrics["recall@5"], 1),
+            "questions": metrics["questions"]}
+
+
+def read_unrollings(path: str | Path) -> dict[str, Any]:
+    """id -> ``Unrolled`` from an unrolling cache (JSONL of {id, sub_questions, chain}, as
+    ``benchmarks/cooprag_retrieval.py unrolled`` writes it)."""
+    from tandem.methods.cooprag_prompts import Unrolled
+
+    out = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        rec = json.loads(line)
+        out[rec["id"]] = Unrolled(tuple(rec["sub_questions"]), tuple(tuple(t) for t in rec["chain"]))
+    return out

@@ -1,0 +1,166 @@
+"""CoopRAG's control flow with the scripted fake LLM: unroll -> retrieve -> rerank -> complete -> answer,
+parse fallbacks, the one-call variant and the ablation switches (the query U)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tandem.errors import ConfigError, ParseError
+from tandem.index import build_index, open_index
+from tandem.index.store import DocStore
+from tandem.methods import METHODS, NEEDS_INDEX, Search, build_method
+from tandem.methods import cooprag_prompts as P
+from tandem.methods.cooprag import CoopRAG, render_query
+from tandem.retrieve import open_retriever
+from tandem.testing.encoders import HashingEncoder
+from tandem.testing.fake_llm import FakeLLM
+from tandem.types import Hit, Question
+
+UNROLL = (
+    "Hop Count: 2\nReasoning Structure: find the mother, then her birthplace.\n"
+    'Sub-questions: ["Who was the mother of Irene Curie?", "Where was Marie Curie born?"]\n'
+    'Triple Reasoning Chain: [["Irene Curie", "mother", "<UNCERTAIN>"], ["<UNCERTAIN>", "born in", "<FILL>"]]'
+)
+COMPLETED = '[["Irene Curie", "mother", "Marie Curie"], ["Marie Curie", "born in", "Warsaw"]]'
+QUESTION = Question("q1", "Where was the mother of Irene Curie born?", ("Warsaw",))
+
+
+class ListRetriever:
+    """Returns the store's documents in a fixed order; records its queries."""
+
+    name = "list"
+
+    def __init__(self, order: list[str]) -> None:
+        self.order, self.queries = order, []
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        self.queries.append((query, k))
+        return [Hit(d, 1.0 - i / 10, i + 1, self.name) for i, d in enumerate(self.order[:k])]
+
+    def search_batch(self, queries, k=10):
+        return [self.search(q, k) for q in queries]
+
+
+class ReverseReranker:
+    name = "reverse"
+
+    def __init__(self) -> None:
+        self.queries = []
+
+    def rerank(self, query, hits, k=None):
+        self.queries.append(query)
+        return [Hit(h.doc_id, float(i), i + 1, self.name) for i, h in enumerate(list(reversed(hits))[:k])]
+
+
+@pytest.fixture
+def setup(small_docs):
+    store = DocStore(small_docs)
+    retriever = ListRetriever([d.id for d in small_docs])
+    return Search(retriever, store), retriever
+
+
+def test_pipeline_unroll_retrieve_rerank_complete_answer(setup):
+    search, retriever = setup
+    reranker = ReverseReranker()
+    llm = FakeLLM([UNROLL, COMPLETED, "Answer: Warsaw."])
+    ans = CoopRAG(llm, search, reranker, n=4, k=2).answer(QUESTION)
+    assert ans.text == "Warsaw" and ans.method == "cooprag"
+    assert [s.name for s in ans.trace.steps] == ["unroll", "retrieve", "rerank", "complete", "answer"]
+    assert [c.role for c in ans.trace.llm_calls] == ["unroll", "complete", "answer"]
+    u = ("Where was the mother of Irene Curie born? Who was the mother of Irene Curie? Where was Marie Curie born? "
+         "Irene Curie mother. born in")
+    assert retriever.queries == [(u, 4)] and reranker.queries == [u]
+    assert [h.doc_id for h in ans.trace.steps[2].hits] == ["d4", "d3"]
+    assert ans.trace.docs_read == ["d4", "d3"]
+    complete_prompt = llm.calls[1].last_user
+    assert complete_prompt.index("(Title: Vistula)") < complete_prompt.index("(Title: Warsaw)")
+    assert "SUB_Q2: Where was Marie Curie born?" in complete_prompt and "<UNCERTAIN>" in complete_prompt
+    assert "Marie Curie" in llm.calls[2].last_user and "<FILL>" not in llm.calls[2].last_user
+    assert ans.trace.steps[0].notes["sub_questions"][0] == "Who was the mother of Irene Curie?"
+    assert ans.trace.steps[3].notes["chain"][-1] == ["Marie Curie", "born in", "Warsaw"]
+
+
+def test_unroll_parse_failure_falls_back_to_question_only(setup):
+    search, retriever = setup
+    llm = FakeLLM(["I am not sure.", "Sub-questions: none", "still nothing", "Answer: Paris"])
+    ans = CoopRAG(llm, search, None, k=2, unroll_attempts=3).answer(QUESTION)
+    unroll = ans.trace.steps[0]
+    assert len(unroll.llm_calls) == 3 and unroll.notes["fallback"].startswith("question only")
+    assert len(unroll.notes["parse_errors"]) == 3 and unroll.notes["chain"] == []
+    assert retriever.queries == [(QUESTION.text, 2)]
+    assert [c.temperature for c in llm.calls[:3]] == [0.0, 0.7, 0.7] and [c.seed for c in llm.calls[:3]] == [None, 1, 2]
+    # no chain to complete: the completion call is skipped, the answer call still runs
+    assert ans.trace.steps[2].notes["skipped"] == "no chain to complete" and not ans.trace.steps[2].llm_calls
+    assert ans.text == "Paris" and len(llm.calls) == 4
+
+
+def test_completion_failure_keeps_masked_chain_and_empty_answer_uses_chain_tail(setup):
+    search, _ = setup
+    llm = FakeLLM([UNROLL, "no list", ""], default="")
+    ans = CoopRAG(llm, search, None, k=2, complete_attempts=1).answer(QUESTION)
+    complete = ans.trace.steps[2]
+    assert complete.name == "complete" and complete.notes["chain"][-1][2] == "<FILL>"
+    assert ans.text == "" and "fallback" in ans.trace.steps[-1].notes
+    llm = FakeLLM([UNROLL, COMPLETED, "Answer:"])
+    ans = CoopRAG(llm, search, None, k=2).answer(QUESTION)
+    assert ans.text == "Warsaw" and ans.trace.steps[-1].notes["fallback"].startswith("empty answer")
+
+
+def test_one_call_variant(setup):
+    search, _ = setup
+    llm = FakeLLM([UNROLL, f"Completed Chain: {COMPLETED}\nAnswer: Warsaw"])
+    ans = CoopRAG(llm, search, ReverseReranker(), n=5, k=3, one_call=True).answer(QUESTION)
+    assert [s.name for s in ans.trace.steps] == ["unroll", "retrieve", "rerank", "complete+answer"]
+    assert [c.role for c in ans.trace.llm_calls] == ["unroll", "one_call"] and ans.text == "Warsaw"
+    assert ans.trace.steps[-1].notes["chain"][0] == ["Irene Curie", "mother", "Marie Curie"]
+
+
+@pytest.mark.parametrize(("parts", "has_sub", "has_chain"),
+                         [("q", False, False), ("q+s", True, False), ("q+r", False, True), ("q+s+r", True, True)])
+def test_ablation_switches_change_the_query(setup, parts, has_sub, has_chain):
+    search, retriever = setup
+    CoopRAG(FakeLLM([UNROLL, COMPLETED, "Warsaw"]), search, None, k=2, query=parts).answer(QUESTION)
+    query = retriever.queries[0][0]
+    assert query.startswith(QUESTION.text)
+    assert ("Where was Marie Curie born?" in query) == has_sub
+    assert ("born in" in query) == has_chain
+
+
+def test_render_query_masks_setting():
+    unrolled = P.parse_unrolled(UNROLL)
+    assert "<UNCERTAIN>" not in render_query("Q?", unrolled)
+    kept = render_query("Q?", unrolled, "q+r", masks="keep")
+    assert kept == "Q? Irene Curie mother <UNCERTAIN>. <UNCERTAIN> born in <FILL>"
+
+
+def test_parsers_tolerate_small_model_output():
+    sloppy = ("Hop count: 2\n```\nSub-questions: ['A?', 'B?',]\nTriple Reasoning Chain: [['x', 'r', '<FILL>'], "
+              "['too', 'short']]\n```")
+    u = P.parse_unrolled(sloppy)
+    assert u.sub_questions == ("A?", "B?") and u.chain == (("x", "r", "<FILL>"),)
+    with pytest.raises(ParseError):
+        P.parse_unrolled('Sub-questions: ["A?"]')
+    with pytest.raises(ParseError):
+        P.parse_unrolled('Sub-questions: []\nTriple Reasoning Chain: [["a","b","c"]]')
+    assert P.parse_answer("Answer: <<FILL>>Yes<<FILL>>") == "Yes"
+    assert P.parse_answer("Answer: The Vistula.\nBecause ...") == "The Vistula"
+    assert P.parse_answer("Warsaw") == "Warsaw"
+    assert P.parse_answer('Completed Chain: [["a", "b", "c"]]\nWarsaw') == "Warsaw"
+    assert P.parse_completed(f"Completed Chain: {COMPLETED}\nAnswer: Warsaw")[1][2] == "Warsaw"
+    assert P.chain_answer(((("a", "b", "<FILL>")),)) == ""
+
+
+def test_registered_and_built_from_settings(small_docs, tmp_path):
+    assert "cooprag" in METHODS and "cooprag" in NEEDS_INDEX
+    build_index(small_docs, tmp_path / "idx", kind="hybrid", encoder=HashingEncoder())
+    idx = open_index(tmp_path / "idx")
+    idx.__dict__["encoder"] = HashingEncoder()  # the test encoder is not loadable by name
+    search = Search(open_retriever(idx), idx.store)
+    method = build_method("cooprag", FakeLLM([UNROLL, COMPLETED, "Answer: Warsaw"]), search, reranker="none", k=2)
+    assert method.search.retriever.name == "dense"
+    ans = method.answer(QUESTION)
+    assert ans.text == "Warsaw" and len(ans.trace.docs_read) == 2
+    with pytest.raises(ConfigError, match="unknown CoopRAG query"):
+        build_method("cooprag", FakeLLM(), search, reranker="none", query="q+x")
+    with pytest.raises(ConfigError):
+        build_method("cooprag", FakeLLM(), search, reranker="cross")
