@@ -141,6 +141,35 @@ class OpenAILLM:
         body.update(self.extra_body)
         return body
 
+    def complete_prompt_embeds(self, prompt_embeds: Any, req: LLMRequest) -> LLMResponse:
+        """Generate from prompt embeddings (a ``(n, hidden)`` torch tensor) through ``POST /completions``.
+
+        vLLM takes them as ``prompt_embeds``: base64 of a ``torch.save``d tensor, when the server runs with
+        ``--enable-prompt-embeds`` (docs.vllm.ai, "Prompt Embedding Inputs"); the completions endpoint
+        applies no chat template, so the embeddings must cover the whole templated prompt. ``req``
+        supplies max_tokens / temperature / stop / seed; its messages are not sent.
+        """
+        body: dict[str, Any] = {"model": self.name, "prompt_embeds": encode_prompt_embeds(prompt_embeds),
+                                "max_tokens": req.max_tokens, "temperature": req.temperature}
+        if req.stop:
+            body["stop"] = list(req.stop)
+        if req.seed is not None:
+            body["seed"] = req.seed
+        body.update(self.extra_body)
+        start = time.perf_counter()
+        last = ""
+        for attempt in range(self.max_retries + 1):
+            try:
+                with self._slots:
+                    data = self._post(body, "/completions")
+                return self._to_response(data, req, time.perf_counter() - start)
+            except _RetryableError as exc:
+                last = str(exc)
+                if attempt == self.max_retries:
+                    break
+                time.sleep(self._backoff(attempt, exc.retry_after))
+        raise LLMError(f"{self.spec}: prompt-embeds request failed after {self.max_retries + 1} attempt(s); last error: {last}")
+
     def close(self) -> None:
         """Close the pooled connections."""
         self._client.close()
@@ -156,9 +185,9 @@ class OpenAILLM:
 
     # -- internals --------------------------------------------------------------------------
 
-    def _post(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, body: dict[str, Any], path: str = "/chat/completions") -> dict[str, Any]:
         try:
-            resp = self._client.post("/chat/completions", json=body)
+            resp = self._client.post(path, json=body)
         except httpx.TimeoutException as exc:
             raise _RetryableError(f"timeout ({type(exc).__name__})") from exc
         except httpx.TransportError as exc:
@@ -166,7 +195,9 @@ class OpenAILLM:
         if resp.status_code in RETRY_STATUS or resp.status_code >= 500:
             raise _RetryableError(f"HTTP {resp.status_code}: {resp.text[:200]!r}", _retry_after(resp))
         if resp.status_code >= 400:
-            raise LLMError(f"{self.spec}: HTTP {resp.status_code} (not retried): {resp.text[:500]}")
+            hint = (" (prompt embeddings need a vLLM server started with --enable-prompt-embeds)"
+                    if "prompt_embeds" in body else "")
+            raise LLMError(f"{self.spec}: HTTP {resp.status_code} (not retried){hint}: {resp.text[:500]}")
         try:
             data = resp.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -201,6 +232,20 @@ class OpenAILLM:
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.backoff_max))
         return delay
+
+
+def encode_prompt_embeds(tensor: Any) -> str:
+    """vLLM's wire format for prompt embeddings: base64 of ``torch.save(tensor)`` (a 2-D float tensor)."""
+    import base64
+    import io
+
+    import torch
+
+    if not isinstance(tensor, torch.Tensor) or tensor.dim() != 2:
+        raise ConfigError(f"prompt embeddings must be a 2-D torch tensor (n, hidden), got {getattr(tensor, 'shape', tensor)!r}")
+    buf = io.BytesIO()
+    torch.save(tensor.detach().cpu().contiguous(), buf)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def _retry_after(resp: httpx.Response) -> float | None:

@@ -1,0 +1,299 @@
+"""Training R²-Former (and optionally LoRA on the LLM) for R²AG (methods.md §2.5; paper §3.5).
+
+    L = L_LM + w · L_relevance          w = 1 in the paper; w = 0 is the "without L_relevance" ablation
+
+L_LM is the causal-LM loss of the frozen LLM on the retrieval-aware prompt whose placeholder embeddings
+are the projected R²-Former vectors; gradients reach R²-Former and the projection through
+``inputs_embeds``. ``lm_loss="answer"`` (default) scores the answer tokens only; ``"sequence"`` scores
+the whole prompt too, as the authors' SFTTrainer does (placeholder positions are never targets).
+L_relevance is BCE of the relevance head against gold documents. AdamW, constant lr after a linear
+warm-up, gradient clipping, gradient accumulation over single examples (no padding on CPU).
+
+A checkpoint folder (``train/r2former.py``) is written every ``save_every`` optimizer steps and at the
+end, with the optimizer state and the data position: training resumes from it where it stopped.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from tandem.errors import ConfigError
+from tandem.index.encoder import Encoder
+from tandem.index.store import DocStore
+from tandem.methods.base import Search
+from tandem.methods.r2ag import inject, rank_and_featurize
+from tandem.methods.r2ag_prompts import TEMPLATES, build_prompt, choose_placeholder
+from tandem.train.r2former import (
+    FEATURES,
+    LORA_DIR,
+    R2Former,
+    R2FormerConfig,
+    load_trainer_state,
+    relevance_loss,
+    save_checkpoint,
+)
+from tandem.types import Document, Question
+
+LM_LOSSES = ("answer", "sequence")
+RUN_ONLY = ("max_minutes", "max_steps", "eval_every", "save_every")  # settings a resumed run may change
+
+
+@dataclass
+class RankedList:
+    """One training/validation question: its relevance-sorted documents, features and gold labels."""
+
+    qid: str
+    question: str
+    answer: str
+    docs: list[Document]
+    feats: np.ndarray
+    labels: np.ndarray
+
+
+@dataclass
+class R2AGTrainConfig:
+    """Hyper-parameters (authors' values in methods.md §2.5; CPU-sized defaults where noted)."""
+
+    k: int = 10
+    epochs: int = 2
+    lr: float = 2e-4
+    weight_decay: float = 0.0
+    warmup: float = 0.03
+    clip: float = 0.3
+    grad_accum: int = 4  # authors: batch 2 x accumulation 2
+    relevance_weight: float = 1.0
+    lm_loss: str = "answer"
+    drop_features: list[str] = field(default_factory=list)
+    gamma_first: float = 1.0
+    template: str = "chat"
+    doc_words: int | None = None
+    placeholder: str | None = None
+    d_model: int = 256
+    max_minutes: float = 30.0
+    max_steps: int | None = None  # stop after this many optimizer steps (None: all epochs)
+    eval_every: int = 25
+    save_every: int = 25
+    seed: int = 42
+    lora_r: int = 0  # > 0: LoRA on q_proj/v_proj (authors: r 16, alpha 32, dropout 0.1)
+    lora_alpha: int = 32
+    lora_dropout: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.lm_loss not in LM_LOSSES:
+            raise ConfigError(f"lm_loss must be one of {list(LM_LOSSES)}, got {self.lm_loss!r}")
+        if self.template not in TEMPLATES:
+            raise ConfigError(f"template must be one of {list(TEMPLATES)}, got {self.template!r}")
+        unknown = sorted(set(self.drop_features) - set(FEATURES))
+        if unknown:
+            raise ConfigError(f"unknown features to drop {unknown}; features: {list(FEATURES)}")
+
+
+def build_lists(questions: Sequence[Question], store: DocStore, encoder: Encoder, *, k: int = 10,
+                search: Search | None = None, drop: Sequence[str] = (), gamma_first: float = 1.0) -> list[RankedList]:
+    """Ranked lists for questions with gold answers: the question's own context paragraphs
+    (``metadata['context_ids']``, gold ones first), topped up to k with retrieved distractors when
+    ``search`` is given (e.g. NQ-open oracle: 1 gold + 9 retrieved); then sorted by r."""
+    out = []
+    for q in questions:
+        if not q.answers:
+            continue
+        ids = [d for d in q.gold_doc_ids if d in store]
+        ids += [d for d in q.metadata.get("context_ids", []) if d in store and d not in ids]
+        ids = ids[:k]
+        if search is not None and len(ids) < k:
+            _, found = search(q.text, k + len(ids))
+            ids += [d.id for d in found if d.id not in ids][: k - len(ids)]
+        if not ids:
+            continue
+        docs, feats, _ = rank_and_featurize(encoder, q.text, [store.get(d) for d in ids], drop=drop, gamma_first=gamma_first)
+        labels = np.array([float(d.id in q.gold_doc_ids) for d in docs], dtype=np.float32)
+        out.append(RankedList(q.id, q.text, q.answers[0], docs, feats, labels))
+    return out
+
+
+class LossComputer:
+    """L_LM and L_relevance of one ranked list for a given LLM, R²-Former and prompt settings."""
+
+    def __init__(self, llm: Any, model: R2Former, config: R2AGTrainConfig) -> None:
+        self.llm, self.model, self.config = llm, model, config
+        self.placeholder = choose_placeholder(llm.tokenizer, llm.eos_token_ids, config.placeholder)
+        self._cache: dict[str, tuple[list[int], list[int], list[int]]] = {}
+
+    def tokens(self, ex: RankedList) -> tuple[list[int], list[int], list[int]]:
+        """(prompt ids, placeholder positions, answer ids + end-of-turn id), cached per question."""
+        if ex.qid not in self._cache:
+            prompt = build_prompt(self.llm.tokenizer, ex.question, ex.docs, self.placeholder,
+                                  template=self.config.template, doc_words=self.config.doc_words)
+            target = self.llm.tokenizer(ex.answer, add_special_tokens=False)["input_ids"] + [self.llm.eos_token_ids[0]]
+            self._cache[ex.qid] = (prompt.ids, prompt.positions, target)
+        return self._cache[ex.qid]
+
+    def __call__(self, ex: RankedList) -> tuple[torch.Tensor, torch.Tensor]:
+        ids, positions, target = self.tokens(ex)
+        vectors, logits = self.model(torch.from_numpy(ex.feats)[None])
+        all_ids = torch.tensor([ids + target])
+        embeds = inject(self.llm.embed_ids(all_ids)[0], positions, vectors[0])
+        labels = all_ids.clone()
+        if self.config.lm_loss == "answer":
+            labels[0, : len(ids)] = -100
+        labels[0, positions] = -100  # a placeholder is a vector, not a token to predict
+        out = self.llm.forward(inputs_embeds=embeds[None], labels=labels, output_hidden_states=False)
+        return out.loss, relevance_loss(logits[0], torch.from_numpy(ex.labels))
+
+
+def validation_loss(compute: LossComputer, examples: Sequence[RankedList], weight: float) -> dict[str, float]:
+    """Mean L_LM, L_relevance and L = L_LM + w L_relevance over ``examples`` (eval mode, no gradients)."""
+    was = compute.model.training
+    compute.model.eval()
+    lm = rel = 0.0
+    with torch.no_grad():
+        for ex in examples:
+            a, b = compute(ex)
+            lm, rel = lm + a.item(), rel + b.item()
+    compute.model.train(was)
+    n = max(1, len(examples))
+    return {"lm": round(lm / n, 4), "relevance": round(rel / n, 4), "total": round((lm + weight * rel) / n, 4)}
+
+
+def _lora(llm: Any, config: R2AGTrainConfig) -> Any:
+    from peft import LoraConfig, get_peft_model
+
+    llm.model = get_peft_model(llm.model, LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
+                                                     lora_dropout=config.lora_dropout, target_modules=["q_proj", "v_proj"]))
+    return llm.model
+
+
+def train_r2ag(llm: Any, train: Sequence[RankedList], val: Sequence[RankedList], out: str | Path,
+               config: R2AGTrainConfig, *, encoder_name: str = "minilm", resume: bool = True,
+               progress: bool = True) -> dict[str, Any]:
+    """Train an R²-Former for ``llm`` (an in-process HF model, frozen unless ``lora_r``) into ``out``."""
+    from tqdm import tqdm
+
+    if not train:
+        raise ConfigError("no training questions with gold answers and documents")
+    out = Path(out)
+    torch.manual_seed(config.seed)
+    for p in llm.model.parameters():
+        p.requires_grad_(False)
+    table = llm.input_embeddings().weight
+    model = R2Former(R2FormerConfig(
+        llm_hidden=int(table.shape[1]), d_model=config.d_model, drop_features=list(config.drop_features),
+        gamma_first=config.gamma_first, embed_std=float(table.detach().std()), encoder=encoder_name,
+        llm=getattr(llm, "spec", ""), placeholder=config.placeholder or "", template=config.template,
+        doc_words=config.doc_words, max_k=max(64, config.k)))
+    peft_model = _lora(llm, config) if config.lora_r > 0 else None
+    params = [*model.parameters(), *([p for p in peft_model.parameters() if p.requires_grad] if peft_model else [])]
+    optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
+    steps_per_epoch = max(1, len(train) // config.grad_accum)
+    total = steps_per_epoch * config.epochs
+    if config.max_steps is not None:
+        total = min(total, config.max_steps)
+    warm = max(1, int(config.warmup * total))
+    sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, (s + 1) / warm))
+    compute = LossComputer(llm, model, config)
+    state = load_trainer_state(out) if resume else None
+    log: dict[str, Any]
+    if state is not None:
+        if _model_settings(state["config"]) != _model_settings(asdict(config)):
+            raise ConfigError(f"{out} was trained with other settings; use another --out or --no-resume")
+        model.load_state_dict(torch.load(out / "r2former.pt", map_location="cpu", weights_only=True))
+        optim.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        if peft_model is not None:
+            from peft import set_peft_model_state_dict
+            from safetensors.torch import load_file
+
+            set_peft_model_state_dict(peft_model, load_file(str(out / LORA_DIR / "adapter_model.safetensors")))
+        torch.set_rng_state(state["torch_rng"])
+        step, log = state["step"], state["log"]
+    else:
+        step = 0
+        log = {"config": asdict(config), "train_questions": len(train), "val_questions": len(val),
+               "val_before": validation_loss(compute, val, config.relevance_weight) if val else None,
+               "val_history": [], "train_loss": [], "minutes": 0.0, "stopped_early": None}
+
+    def checkpoint() -> None:
+        trainer = {"config": asdict(config), "step": step, "optimizer": optim.state_dict(),
+                   "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(), "log": log}
+        save_checkpoint(out, model, trainer, peft_model.save_pretrained if peft_model is not None else None)
+
+    model.train()
+    start, spent = time.monotonic(), float(log["minutes"])
+    bar = tqdm(total=total, initial=step, desc="train r2ag", disable=not progress, dynamic_ncols=True)
+    while step < total:
+        epoch, at = divmod(step, steps_per_epoch)
+        order = list(range(len(train)))
+        random.Random(config.seed + epoch).shuffle(order)
+        batch = [train[i] for i in order[at * config.grad_accum:(at + 1) * config.grad_accum]]
+        optim.zero_grad()
+        lm_sum = rel_sum = 0.0
+        for ex in batch:
+            lm, rel = compute(ex)
+            ((lm + config.relevance_weight * rel) / len(batch)).backward()
+            lm_sum, rel_sum = lm_sum + lm.item(), rel_sum + rel.item()
+        torch.nn.utils.clip_grad_norm_(params, config.clip)
+        optim.step()
+        sched.step()
+        step += 1
+        log["train_loss"].append([step, round(lm_sum / len(batch), 4), round(rel_sum / len(batch), 4)])
+        bar.update(1)
+        bar.set_postfix(lm=f"{lm_sum / len(batch):.3f}", rel=f"{rel_sum / len(batch):.3f}")
+        elapsed = spent + (time.monotonic() - start) / 60
+        log["minutes"] = round(elapsed, 2)
+        over = elapsed >= config.max_minutes
+        if val and (step % config.eval_every == 0 or step == total or over):
+            log["val_history"].append({"step": step, **validation_loss(compute, val, config.relevance_weight)})
+        if step % config.save_every == 0 and step < total and not over:
+            checkpoint()
+        if over:
+            log["stopped_early"] = f"time cap {config.max_minutes} min reached at step {step} of {total}"
+            break
+    bar.close()
+    log["steps"], log["planned_steps"] = step, total
+    log["val_after"] = log["val_history"][-1] if log["val_history"] else None
+    checkpoint()
+    return log
+
+
+def _model_settings(config: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in config.items() if k not in RUN_ONLY}
+
+
+def average_precision(scores: Sequence[float], labels: Sequence[float]) -> float:
+    """AP of the ranking by ``scores`` (descending) against binary ``labels`` (0 when there is no gold)."""
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+    rel = np.asarray(labels)[order] > 0
+    if not rel.any():
+        return 0.0
+    hits = np.cumsum(rel)
+    return float(np.mean((hits / np.arange(1, len(rel) + 1))[rel]))
+
+
+def recall_at(scores: Sequence[float], labels: Sequence[float], n: int) -> float:
+    """Fraction of gold documents in the top ``n`` by ``scores``."""
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+    labels = np.asarray(labels)
+    return float(labels[order[:n]].sum() / labels.sum()) if labels.sum() else 0.0
+
+
+def ranking_quality(model: R2Former, lists: Sequence[RankedList]) -> dict[str, dict[str, float]]:
+    """MAP, R@1, R@2 of the relevance head's order and of the raw r order, against gold documents."""
+    model.eval()
+    rows: dict[str, list[list[float]]] = {"relevance_head": [], "raw_r": []}
+    with torch.no_grad():
+        for ex in lists:
+            head = model(torch.from_numpy(ex.feats)[None])[1][0].tolist()
+            raw = [float(-i) for i in range(len(ex.docs))]  # the list is already sorted by r
+            for name, scores in (("relevance_head", head), ("raw_r", raw)):
+                rows[name].append([average_precision(scores, ex.labels), recall_at(scores, ex.labels, 1),
+                                   recall_at(scores, ex.labels, 2)])
+    return {name: {m: round(float(np.mean([r[i] for r in vals])), 4) for i, m in enumerate(("MAP", "R@1", "R@2"))}
+            for name, vals in rows.items() if vals}
