@@ -12,6 +12,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from tandem.cli_federate import federate_app
+from tandem.cli_r2ag import register as register_r2ag
 from tandem.errors import TandemError
 
 app = typer.Typer(help="tandem: retrieval-augmented multi-hop QA, retriever and LLM working together.", no_args_is_help=True)
@@ -23,6 +25,8 @@ export_app = typer.Typer(help="Export data built from run folders.", no_args_is_
 app.add_typer(export_app, name="export")
 train_app = typer.Typer(help="Fine-tune models.", no_args_is_help=True)
 app.add_typer(train_app, name="train")
+app.add_typer(federate_app, name="federate")
+register_r2ag(train_app)
 # wide tables when piped to a file; the terminal's width otherwise
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 out = Console(width=None if sys.stdout.isatty() else 160)
@@ -213,6 +217,7 @@ def eval_qa(
     cache: Annotated[bool, typer.Option(help="SQLite response cache in the run folder.")] = True,
     retry_errors: Annotated[bool, typer.Option(help="On resume, run failed questions again.")] = False,
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the dataset format.")] = None,
+    r2former: Annotated[Optional[Path], typer.Option(help="R²-Former checkpoint for --method r2ag (= --set r2former=PATH).")] = None,
 ) -> None:
     """Run a QA method over a dataset: predictions with traces, EM / F1 / cover-acc / judge, cost per question."""
     from tandem.corpus import load_dataset
@@ -221,7 +226,7 @@ def eval_qa(
 
     ds = load_dataset(dataset, format=fmt)
     questions = ds.questions[:limit] if limit else ds.questions
-    hyper = _parse_settings(settings)
+    hyper = _parse_settings(settings) | ({"r2former": str(r2former)} if r2former else {})
     cache_path = out_dir / "llm-cache.sqlite" if cache else None
     out_dir.mkdir(parents=True, exist_ok=True)
     runner_method, main_llm, _ = _method_for(method, llm, index_dir, hyper, cache_path, ds.passages)
@@ -251,6 +256,7 @@ def ask(
     llm: Annotated[str, typer.Option(help="LLM spec: local | hf:PATH | openai:MODEL@URL")] = "local",
     settings: Annotated[list[str], typer.Option("--set", help="Method hyper-parameter key=value.")] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer and trace as JSON.")] = False,
+    r2former: Annotated[Optional[Path], typer.Option(help="R²-Former checkpoint for --method r2ag.")] = None,
 ) -> None:
     """Answer one question and show the chain of evidence step by step."""
     import json
@@ -258,7 +264,8 @@ def ask(
     from tandem.render import render_trace
     from tandem.types import Question
 
-    runner_method, _, store = _method_for(method, llm, index_dir, _parse_settings(settings), None)
+    hyper = _parse_settings(settings) | ({"r2former": str(r2former)} if r2former else {})
+    runner_method, _, store = _method_for(method, llm, index_dir, hyper, None)
     answer = runner_method.answer(Question("ask", question))
     if as_json:
         out.print_json(json.dumps(answer.to_dict(), ensure_ascii=False))

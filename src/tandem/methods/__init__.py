@@ -23,8 +23,15 @@ METHODS: dict[str, Callable[..., Method]] = {
     "ircot": lambda llm, search, store, **hp: IRCoT(llm, _need(search, "ircot"), **hp),
     "dualrag": lambda llm, search, store, **hp: dualrag.from_settings(llm, _need(search, "dualrag"), **hp),
     "cooprag": lambda llm, search, store, **hp: cooprag.from_settings(llm, _need(search, "cooprag"), **hp),
+    "r2ag": lambda llm, search, store, **hp: _r2ag(llm, search, store, **hp),
 }
-NEEDS_INDEX = {"naive_rag", "ircot", "dualrag", "cooprag"}
+NEEDS_INDEX = {"naive_rag", "ircot", "dualrag", "cooprag", "r2ag"}
+
+
+def _r2ag(llm: LLM, search: Search | None, store: DocStore | None, **hp: Any) -> Method:
+    from tandem.methods import r2ag  # torch: imported only when the method is built
+
+    return r2ag.from_settings(llm, search, store, **hp)
 
 
 def _need(search: Search | None, name: str) -> Search:
