@@ -155,15 +155,26 @@ def simulate(
 
 @federate_app.command("compare")
 def compare(runs: Annotated[list[Path], typer.Argument(help="Run folders to put side by side.")]) -> None:
-    """One table of EM / F1 / hit@k, wall time and peak RSS across finished run folders."""
+    """One table of EM / F1 / hit@k, wall time and peak RSS across finished run folders, with the
+    per-question paired difference in EM to the first run and its 95% bootstrap interval."""
+    from tandem.federated.corag import question_scores
+
     table = Table(title="CoRAG runs")
-    for col in ("run", "mode", "variant", "shots", "EM", "F1", "hit@k", "minutes", "peak RSS GiB"):
+    for col in ("run", "mode", "variant", "shots", "EM", "F1", "hit@k", "minutes", "peak RSS GiB", "dEM vs first [95% CI]"):
         table.add_column(col)
+    first = {k: v[0] for k, v in question_scores(runs[0]).items()} if runs else {}
     for run in runs:
         path = run / "metrics.json"
         if not path.is_file():
             raise typer.BadParameter(f"{run} has no metrics.json (unfinished or not a run folder)")
         m = json.loads(path.read_text(encoding="utf-8"))
         table.add_row(str(run), m["mode"], m["variant"], str(m["shots"]), str(m.get("em_macro")), str(m.get("f1_macro")),
-                      str(m.get("hit@k_macro", "")), f"{m['wall_seconds'] / 60:.1f}", str(m["peak_rss_gib"]))
+                      str(m.get("hit@k_macro", "")), f"{m['wall_seconds'] / 60:.1f}", str(m["peak_rss_gib"]), _delta(first, run))
     out.print(table)
+
+
+def _delta(first: dict[str, float], run: Path) -> str:
+    from tandem.federated.corag import paired_bootstrap, question_scores
+
+    diff, lo, hi = paired_bootstrap({k: v[0] for k, v in question_scores(run).items()}, first)
+    return f"{diff:+.1f} [{lo:+.1f}, {hi:+.1f}]"

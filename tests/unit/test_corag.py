@@ -325,3 +325,20 @@ def test_run_spec_round_trips_and_rejects_unknown_keys():
     with pytest.raises(ConfigError, match="needs 'bench'"):
         RunSpec.from_run_config({"rounds": 1})
     assert spec.evaluated(2) and spec.evaluated(1) and not RunSpec(bench="/b", rounds=3).evaluated(2)
+
+
+def test_paired_bootstrap_and_question_scores(tmp_path):
+    from tandem.federated.corag import paired_bootstrap, question_scores
+    from tandem.io import write_jsonl_atomic
+
+    a = {f"q{i}": 1.0 for i in range(10)}
+    b = {f"q{i}": float(i < 5) for i in range(10)}
+    diff, lo, hi = paired_bootstrap(a, b)
+    assert diff == pytest.approx(50.0) and lo <= diff <= hi and 0 < lo
+    assert paired_bootstrap(a, a) == (0.0, 0.0, 0.0)
+    with pytest.raises(ConfigError, match="share no question"):
+        paired_bootstrap(a, {"x": 1.0})
+    pred = tmp_path / "predictions"
+    write_jsonl_atomic(pred / "collaborative-round1-client0.jsonl", [{"id": "q1", "em": 0.0, "f1": 0.2}])
+    write_jsonl_atomic(pred / "collaborative-round2-client0.jsonl", [{"id": "q1", "em": 1.0, "f1": 1.0}])
+    assert question_scores(tmp_path) == {"q1": (1.0, 1.0)}  # the last evaluated round

@@ -226,9 +226,42 @@ def finish(out: RunDir, spec: RunSpec, result: dict[str, Any], wall_s: float, pe
     return metrics
 
 
+def question_scores(run_dir: str | Path) -> dict[str, tuple[float, float]]:
+    """question id -> (EM, F1) of a finished run (the last evaluated round of a collaborative run)."""
+    import json
+
+    folder = Path(run_dir) / "predictions"
+    files = sorted(folder.glob("*-client*.jsonl"))
+    if not files:
+        raise ConfigError(f"{run_dir} has no predictions/*.jsonl")
+    rounds = sorted({int(f.name.split("-round")[1].split("-")[0]) for f in files if "-round" in f.name})
+    if rounds:
+        files = [f for f in files if f"-round{rounds[-1]}-" in f.name]
+    out = {}
+    for f in files:
+        for line in f.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            out[rec["id"]] = (float(rec["em"]), float(rec["f1"]))
+    return out
+
+
+def paired_bootstrap(a: dict[str, float], b: dict[str, float], samples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of a - b over the questions both scored (percent points) and its 95% bootstrap interval."""
+    import random
+
+    ids = sorted(set(a) & set(b))
+    if not ids:
+        raise ConfigError("the two runs share no question")
+    diffs = [a[i] - b[i] for i in ids]
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choice(diffs) for _ in diffs) / len(diffs) for _ in range(samples))
+    return (100 * sum(diffs) / len(diffs), 100 * means[int(0.025 * samples)], 100 * means[int(0.975 * samples) - 1])
+
+
 def config_record(spec: RunSpec, mode: str, **extra: Any) -> dict[str, Any]:
     """The resolved configuration written to config.json."""
     return {"mode": mode, **asdict(spec), **extra, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-__all__ = ["MODES", "PeakRSS", "collaborative", "config_record", "finish", "run_baseline", "simulate", "summarize"]
+__all__ = ["MODES", "PeakRSS", "collaborative", "config_record", "finish", "paired_bootstrap", "question_scores",
+           "run_baseline", "simulate", "summarize"]
