@@ -311,6 +311,8 @@ def test_train_local_updates_both_sides_and_evaluate_scores():
 def test_clean_answer():
     assert clean_answer("The answer is: Paris\nmore") == "Paris"
     assert clean_answer("\n\n1901") == "1901"
+    assert clean_answer("The answer to the question is: 20") == "20"
+    assert clean_answer("Answering machines") == "Answering machines"
     assert clean_answer("") == ""
 
 

@@ -202,11 +202,12 @@ class DecoderReader:
         return texts
 
 
-_LEAD = re.compile(r"^\s*(the\s+)?(short\s+|final\s+)?answer(\s+is)?\s*[:\-]?\s*", re.IGNORECASE)
+_LEAD = re.compile(r"^\s*(the\s+)?(short\s+|final\s+)?answer\b(\s+to\s+(the|this)\s+question)?(\s+is\b)?\s*[:\-]?\s*",
+                   re.IGNORECASE)
 
 
 def clean_answer(text: str) -> str:
-    """The first non-empty line of a generation, without a leading "The answer is:"."""
+    """The first non-empty line of a generation, without a leading "The answer (to the question) is:"."""
     text = _LEAD.sub("", text.strip())
     return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
