@@ -129,6 +129,9 @@ def test_split_errors_name_the_problem():
         split_clients(questions, labels, clients=4, shots=4, dev=0, test=1)
     with pytest.raises(ConfigError, match="do not fit"):
         make_stores([ClientSplit(0), ClientSplit(1)], labels, [d.id for d in pool], train_frac=0.9, test_frac=0.5)
+    with pytest.raises(ConfigError, match="SPLIT slices"):
+        make_stores([ClientSplit(0), ClientSplit(1)], labels, [d.id for d in pool], train_frac=0.5, test_frac=0.1,
+                    split_frac=0.3)
 
 
 def test_bench_folder_round_trip(tmp_path):

@@ -150,8 +150,8 @@ def make_stores(splits: Sequence[ClientSplit], labels: dict[str, Labels], pool_i
         raise ConfigError(f"train_frac must be in (0, 1), got {train_frac}")
     if n * test_frac > 1 - train_frac + 1e-9:
         raise ConfigError(f"{n} test slices of {test_frac} do not fit in the held-out {1 - train_frac:.3f} of the background")
-    if n * split_frac > 1 + 1e-9:
-        raise ConfigError(f"{n} SPLIT slices of {split_frac} exceed the background")
+    if n * split_frac > train_frac + 1e-9:
+        raise ConfigError(f"{n} SPLIT slices of {split_frac} do not fit in the training background ({train_frac} of it)")
     train_rel = [_relevant(s.train, labels) for s in splits]
     held_rel = [_relevant(s.dev + s.test, labels) for s in splits]
     selected = {p for ids in train_rel + held_rel for p in ids}
