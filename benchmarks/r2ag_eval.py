@@ -75,18 +75,26 @@ def main() -> None:
     ap.add_argument("--doc-words", type=int, default=24)
     ap.add_argument("--max-tokens", type=int, default=24)
     ap.add_argument("--out", type=Path, default=Path("runs/r2ag/eval"))
+    ap.add_argument("--ranking-only", action="store_true", help="only the relevance heads' ranking (no LLM)")
     args = ap.parse_args()
 
     ds = load_dataset(args.dataset)
     questions = ds.questions[_slice(args.questions)]
     store = DocStore(ds.passages)
     encoder = load_encoder("minilm")
-    llm = load_llm(args.llm)
     checkpoints = dict(item.split("=", 1) for item in args.checkpoint)
     models = {name: load_r2former(path) for name, path in checkpoints.items()}
     first = next(iter(models.values()), None)
     wanted = set(filter(None, args.variants.split(",")))
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.ranking_only:
+        lists = {name: tr.build_lists(questions, store, encoder, k=args.k, drop=m.config.drop_features)
+                 for name, m in models.items()}
+        ranking = {name: tr.ranking_quality(m, lists[name]) for name, m in models.items()}
+        print(json.dumps({"dataset": args.dataset, "questions": args.questions, "checkpoints": checkpoints,
+                          "ranking": ranking}, indent=1))
+        return
+    llm = load_llm(args.llm)
 
     def naive(q: Question) -> str:
         docs = [store.get(d) for d in q.metadata.get("context_ids", [])[: args.k]]

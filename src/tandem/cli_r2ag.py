@@ -36,6 +36,7 @@ def train_r2ag_command(
     max_steps: Annotated[Optional[int], typer.Option(help="Stop after N optimizer steps (default: all epochs).")] = None,
     eval_every: Annotated[int, typer.Option(help="Validation loss every N optimizer steps.")] = 25,
     save_every: Annotated[int, typer.Option(help="Checkpoint every N optimizer steps.")] = 25,
+    projection: Annotated[str, typer.Option(help="linear (authors') | scaled (steps at the embeddings' scale, start at the placeholder).")] = "linear",
     lora_r: Annotated[int, typer.Option(help="> 0: LoRA rank on q_proj/v_proj (the LLM is then tuned too).")] = 0,
     seed: Annotated[int, typer.Option()] = 42,
     resume: Annotated[bool, typer.Option(help="Continue from a checkpoint in --out.")] = True,
@@ -51,7 +52,8 @@ def train_r2ag_command(
     config = tr.R2AGTrainConfig(k=k, epochs=epochs, lr=lr, grad_accum=grad_accum, relevance_weight=relevance_weight,
                                 lm_loss=lm_loss, drop_features=list(drop), template=template, doc_words=doc_words,
                                 placeholder=placeholder, max_minutes=max_minutes, max_steps=max_steps, eval_every=eval_every,
-                                save_every=save_every, seed=seed, lora_r=lora_r)
+                                save_every=save_every, seed=seed, lora_r=lora_r,
+                                projection=projection)
     ds = load_dataset(dataset)
     train_qs = ds.questions[_slice(train_questions)]
     val_qs = ds.questions[_slice(val_questions)] if val_questions else []

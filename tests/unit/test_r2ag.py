@@ -366,3 +366,17 @@ def test_lora_option_trains_adapters_and_merges_at_inference(tiny_llm, docs, tmp
     apply_lora(fresh, tmp_path / "ck" / "lora")
     merged_q = fresh.model.model.layers[0].self_attn.q_proj.weight
     assert not torch.allclose(merged_q, base_q) and not hasattr(fresh.model, "peft_config")
+
+
+def test_scaled_projection_starts_at_the_placeholder_embedding(tiny_llm, docs, tmp_path):
+    cfg = tr.R2AGTrainConfig(epochs=1, grad_accum=2, d_model=16, projection="scaled", max_steps=1, lr=1e-3)
+    tr.train_r2ag(tiny_llm, _lists(docs, 2), [], tmp_path / "s", cfg, progress=False)
+    model = load_r2former(tmp_path / "s")
+    assert model.config.projection == "scaled"
+    ph = P.choose_placeholder(tiny_llm.tokenizer, tiny_llm.eos_token_ids)[1]
+    target = tiny_llm.embed_ids(torch.tensor([[ph]]))[0, 0].detach()
+    vectors = model(torch.from_numpy(_lists(docs, 1)[0].feats)[None])[0][0].detach()
+    assert torch.all((vectors - target).norm(dim=-1) < 0.3 * target.norm())  # near the token, not equal to it
+    assert not torch.allclose(vectors[0], vectors[1])
+    with pytest.raises(ConfigError, match="projection"):
+        R2FormerConfig(llm_hidden=4, projection="mlp")

@@ -77,6 +77,7 @@ class R2AGTrainConfig:
     doc_words: int | None = None
     placeholder: str | None = None
     d_model: int = 256
+    projection: str = "linear"  # "scaled": output scale kept out of the weights and start at the placeholder
     max_minutes: float = 30.0
     max_steps: int | None = None  # stop after this many optimizer steps (None: all epochs)
     eval_every: int = 25
@@ -188,7 +189,7 @@ def train_r2ag(llm: Any, train: Sequence[RankedList], val: Sequence[RankedList],
         llm_hidden=int(table.shape[1]), d_model=config.d_model, drop_features=list(config.drop_features),
         gamma_first=config.gamma_first, embed_std=float(table.detach().std()), encoder=encoder_name,
         llm=getattr(llm, "spec", ""), placeholder=config.placeholder or "", template=config.template,
-        doc_words=config.doc_words, max_k=max(64, config.k)))
+        doc_words=config.doc_words, max_k=max(64, config.k), projection=config.projection))
     peft_model = _lora(llm, config) if config.lora_r > 0 else None
     params = [*model.parameters(), *([p for p in peft_model.parameters() if p.requires_grad] if peft_model else [])]
     optim = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
@@ -199,6 +200,8 @@ def train_r2ag(llm: Any, train: Sequence[RankedList], val: Sequence[RankedList],
     warm = max(1, int(config.warmup * total))
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min(1.0, (s + 1) / warm))
     compute = LossComputer(llm, model, config)
+    if config.projection == "scaled":  # start from the prompt without retrieval information
+        model.start_at(llm.embed_ids(torch.tensor([[compute.placeholder[1]]]))[0, 0])
     state = load_trainer_state(out) if resume else None
     log: dict[str, Any]
     if state is not None:

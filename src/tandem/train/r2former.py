@@ -38,6 +38,7 @@ from tandem.errors import ConfigError
 FEATURES = ("r", "gamma", "zeta")
 CONFIG_FILE, WEIGHTS_FILE, TRAINER_FILE, LORA_DIR = "r2former.json", "r2former.pt", "trainer.pt", "lora"
 FORMAT_VERSION = 1
+PROJECTIONS = ("linear", "scaled")
 
 
 # -- features (pure functions) -----------------------------------------------------------------
@@ -118,6 +119,7 @@ class R2FormerConfig:
     drop_features: list[str] = field(default_factory=list)
     gamma_first: float = 1.0
     embed_std: float = 0.02  # std of the LLM's token embeddings: the projection starts at that scale
+    projection: str = "linear"  # "linear": v = W h + b (authors); "scaled": v = s (W h + b), s = embed_std / sqrt(d)
     encoder: str = "minilm"
     llm: str = ""
     placeholder: str = ""
@@ -128,6 +130,8 @@ class R2FormerConfig:
     def __post_init__(self) -> None:
         if self.d_model % self.heads:
             raise ConfigError(f"d_model {self.d_model} must be divisible by heads {self.heads}")
+        if self.projection not in PROJECTIONS:
+            raise ConfigError(f"projection must be one of {list(PROJECTIONS)}, got {self.projection!r}")
         unknown = sorted(set(self.drop_features) - set(FEATURES))
         if unknown:
             raise ConfigError(f"unknown features to drop {unknown}; features: {list(FEATURES)}")
@@ -146,9 +150,18 @@ class R2Former(nn.Module):
         self.head = nn.Linear(config.d_model, 1)
         self.proj = nn.Linear(config.d_model, config.llm_hidden)
         # H is layer-normed (unit scale per dim): weights of std embed_std/sqrt(d) give outputs at the
-        # embeddings' scale (an all-zero start gives NaN gradients through the LLM, docs/design.md)
-        nn.init.normal_(self.proj.weight, std=config.embed_std / config.d_model ** 0.5)
+        # embeddings' scale (an all-zero start gives NaN gradients through the LLM, docs/design.md).
+        # "scaled" keeps that factor outside the weights, so one Adam step of size lr moves a vector by
+        # about lr * embed_std instead of lr * d: the same functions, steps at the embeddings' scale.
+        self.scale = config.embed_std / config.d_model ** 0.5 if config.projection == "scaled" else 1.0
+        nn.init.normal_(self.proj.weight, std=0.1 if config.projection == "scaled" else self.scale)
         nn.init.zeros_(self.proj.bias)
+
+    def start_at(self, vector: torch.Tensor) -> None:
+        """Centre the projection's output on ``vector`` (e.g. the placeholder token's own embedding),
+        so training starts from the prompt without retrieval information plus a small perturbation."""
+        with torch.no_grad():
+            self.proj.bias.copy_(vector.detach().to(self.proj.bias.dtype) / self.scale)
 
     def forward(self, feats: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         if feats.dim() != 3 or feats.shape[-1] != len(FEATURES):
@@ -157,7 +170,7 @@ class R2Former(nn.Module):
         if k > self.config.max_k:
             raise ConfigError(f"k = {k} documents exceeds the R²-Former's max_k = {self.config.max_k}")
         h = self.encoder(self.inp(feats) + self.rank(torch.arange(k, device=feats.device)))
-        return self.proj(h), self.head(h).squeeze(-1)
+        return self.proj(h) * self.scale, self.head(h).squeeze(-1)
 
 
 def relevance_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
