@@ -155,6 +155,13 @@ def test_bench_folder_round_trip(tmp_path):
     with pytest.raises(ConfigError, match="at most 4"):
         b.questions(0, "train", shots=8)
     assert b.train_store("REL-1", 0) == "rel" and b.train_store("REL-1", 1) == "irr"
+    from tandem.federated.corag import check_spec
+
+    assert check_spec(RunSpec(bench=str(tmp_path / "bench"), shots=4)).clients == 2
+    for bad, match in (({"variant": "FOO"}, "unknown store variant"), ({"shots": 8}, "shots=8"),
+                       ({"clients": 3}, "clients=3"), ({"split": "train"}, "split must be")):
+        with pytest.raises(ConfigError, match=match):
+            check_spec(RunSpec(bench=str(tmp_path / "bench"), **{"shots": 2, **bad}))
     splits = splits_from(b)
     labels = {q.id: Labels(q.gold_doc_ids, ()) for s in splits for q in s.train + s.dev + s.test}
     ids = {name: [json.loads(line)["id"] for line in (b.store_path(name) / "docs.jsonl").read_text().splitlines()]

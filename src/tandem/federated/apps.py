@@ -168,7 +168,9 @@ def initial_arrays(spec: RunSpec) -> ArrayRecord:
 
 def run_server(grid: Grid, spec: RunSpec) -> dict[str, Any]:
     """Algorithm 1's outer loop on Flower: ``spec.rounds`` rounds of FedAvg, then the result summary."""
-    n = spec.client_count(Bench(spec.bench).clients)
+    from tandem.federated.corag import check_spec
+
+    n = spec.client_count(check_spec(spec).clients)
     strategy = CoRAGFedAvg(spec, n)
     config = ConfigRecord({"spec": spec.to_json()})
     result = strategy.start(grid=grid, initial_arrays=initial_arrays(spec), num_rounds=spec.rounds,

@@ -78,6 +78,20 @@ class PeakRSS:
         return round(self.peak_bytes / 2**30, 2)
 
 
+def check_spec(spec: RunSpec) -> Bench:
+    """Open the bench and check the run settings against it before any model is loaded."""
+    bench = Bench(spec.bench)
+    bench.train_store(spec.variant, None)  # unknown variant -> ConfigError naming the variants
+    spec.client_count(bench.clients)
+    if not 1 <= spec.shots <= max(bench.manifest["shots"]):
+        raise ConfigError(f"shots={spec.shots}; the bench has 1..{max(bench.manifest['shots'])} training pairs per client")
+    if spec.split not in ("dev", "test"):
+        raise ConfigError(f"split must be 'dev' or 'test', got {spec.split!r}")
+    if spec.rounds < 1:
+        raise ConfigError(f"rounds must be >= 1, got {spec.rounds}")
+    return bench
+
+
 def _eval_clients(spec: RunSpec, bench: Bench, model: Any, mode: str, out: RunDir | None,
                   progress: Progress | None, closed_book: bool = False) -> list[dict[str, Any]]:
     """Evaluate ``model`` on every client's test questions against its own test store."""
@@ -106,7 +120,7 @@ def run_baseline(spec: RunSpec, mode: str, out: RunDir | None = None, progress: 
     """``local`` / ``centralized`` / ``closed-book`` / ``zero-shot``; returns per-client rows and totals."""
     if mode not in MODES or mode == "collaborative":
         raise ConfigError(f"unknown baseline {mode!r}; baselines: {sorted(set(MODES) - {'collaborative'})}")
-    bench = Bench(spec.bench)
+    bench = check_spec(spec)
     epochs = spec.rounds * spec.train.epochs  # the same passes over the data as the collaborative run
     rows: list[dict[str, Any]] = []
     if mode == "local":
@@ -133,7 +147,7 @@ def run_baseline(spec: RunSpec, mode: str, out: RunDir | None = None, progress: 
 
 def collaborative(spec: RunSpec, out: RunDir | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Algorithm 1 in one process (no Flower): the reference the Flower apps are checked against."""
-    bench = Bench(spec.bench)
+    bench = check_spec(spec)
     n = spec.client_count(bench.clients)
     global_arrays = shared_model(spec.model).get_arrays()
     rows: list[dict[str, Any]] = []
@@ -171,7 +185,7 @@ def simulate(spec: RunSpec, parallel: int = 1, cpus: int | None = None) -> dict[
 
     if spec.out_dir is None:
         raise ConfigError("simulate needs spec.out_dir (the run folder)")
-    n = spec.client_count(Bench(spec.bench).clients)
+    n = spec.client_count(check_spec(spec).clients)
     cpus = cpus or len(os.sched_getaffinity(0))
     if not 1 <= parallel <= n:
         raise ConfigError(f"parallel must be between 1 and the number of clients ({n}), got {parallel}")
