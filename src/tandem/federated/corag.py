@@ -95,16 +95,20 @@ def check_spec(spec: RunSpec) -> Bench:
 def _eval_clients(spec: RunSpec, bench: Bench, model: Any, mode: str, out: RunDir | None,
                   progress: Progress | None, closed_book: bool = False) -> list[dict[str, Any]]:
     """Evaluate ``model`` on every client's test questions against its own test store."""
-    rows = []
-    for cid in range(spec.client_count(bench.clients)):
-        store = None if closed_book else open_store(bench.store_path(bench.test_store(cid)))
-        questions = bench.questions(cid, spec.split, limit=spec.eval_limit)
-        cb = (lambda d, t, c=cid: progress(f"eval client {c}", d, t)) if progress else None
-        metrics, records = evaluate(model, questions, store, batch_size=spec.eval_batch, progress=cb)
-        if out is not None:
-            write_jsonl_atomic(out.folder / "predictions" / f"{mode}-client{cid}.jsonl", records)
-        rows.append({"client-id": cid, **metrics})
-    return rows
+    return [_eval_client(spec, bench, model, cid, mode, out, progress, closed_book)
+            for cid in range(spec.client_count(bench.clients))]
+
+
+def _eval_client(spec: RunSpec, bench: Bench, model: Any, cid: int, mode: str, out: RunDir | None,
+                 progress: Progress | None, closed_book: bool = False) -> dict[str, Any]:
+    """One client's test questions against its own test store (none: closed book); predictions saved."""
+    store = None if closed_book else open_store(bench.store_path(bench.test_store(cid)))
+    questions = bench.questions(cid, spec.split, limit=spec.eval_limit)
+    cb = (lambda d, t: progress(f"eval client {cid}", d, t)) if progress else None
+    metrics, records = evaluate(model, questions, store, batch_size=spec.eval_batch, progress=cb)
+    if out is not None:
+        write_jsonl_atomic(out.folder / "predictions" / f"{mode}-client{cid}.jsonl", records)
+    return {"client-id": cid, **metrics}
 
 
 def _train(spec: RunSpec, bench: Bench, model: Any, client: int | None, epochs: int, progress: Progress | None) -> dict[str, Any]:
@@ -128,14 +132,9 @@ def run_baseline(spec: RunSpec, mode: str, out: RunDir | None = None, progress: 
             model = shared_model(spec.model)  # fresh pretrained weights for each client
             stats = _train(spec, bench, model, cid, epochs, progress)
             _log(out, {"mode": mode, "client": cid, "phase": "train", **stats})
-            store = open_store(bench.store_path(bench.test_store(cid)))
-            questions = bench.questions(cid, spec.split, limit=spec.eval_limit)
-            cb = (lambda d, t, c=cid: progress(f"eval client {c}", d, t)) if progress else None
-            metrics, records = evaluate(model, questions, store, batch_size=spec.eval_batch, progress=cb)
-            if out is not None:
-                write_jsonl_atomic(out.folder / "predictions" / f"local-client{cid}.jsonl", records)
-            rows.append({"client-id": cid, **metrics})
-            _log(out, {"mode": mode, "client": cid, "phase": "evaluate", **metrics})
+            row = _eval_client(spec, bench, model, cid, mode, out, progress)
+            rows.append(row)
+            _log(out, {"mode": mode, "client": cid, "phase": "evaluate", **{k: v for k, v in row.items() if k != "client-id"}})
     else:
         model = shared_model(spec.model)
         if mode == "centralized":
