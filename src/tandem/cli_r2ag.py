@@ -36,7 +36,7 @@ def train_r2ag_command(
     max_steps: Annotated[Optional[int], typer.Option(help="Stop after N optimizer steps (default: all epochs).")] = None,
     eval_every: Annotated[int, typer.Option(help="Validation loss every N optimizer steps.")] = 25,
     save_every: Annotated[int, typer.Option(help="Checkpoint every N optimizer steps.")] = 25,
-    projection: Annotated[str, typer.Option(help="linear (authors') | scaled (steps at the embeddings' scale, start at the placeholder).")] = "linear",
+    projection: Annotated[str, typer.Option(help="scaled (default: steps at the embeddings' scale, start at the placeholder) | linear (the authors').")] = "scaled",
     lora_r: Annotated[int, typer.Option(help="> 0: LoRA rank on q_proj/v_proj (the LLM is then tuned too).")] = 0,
     seed: Annotated[int, typer.Option()] = 42,
     resume: Annotated[bool, typer.Option(help="Continue from a checkpoint in --out.")] = True,

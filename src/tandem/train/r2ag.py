@@ -77,7 +77,7 @@ class R2AGTrainConfig:
     doc_words: int | None = None
     placeholder: str | None = None
     d_model: int = 256
-    projection: str = "linear"  # "scaled": output scale kept out of the weights and start at the placeholder
+    projection: str = "scaled"  # output scale kept out of the weights, start at the placeholder; "linear": the authors'
     max_minutes: float = 30.0
     max_steps: int | None = None  # stop after this many optimizer steps (None: all epochs)
     eval_every: int = 25
