@@ -102,7 +102,7 @@ def test_ircot_document_policies(search):
 
 def test_ircot_helpers():
     assert first_sentence("Dr. Smith was born in 1950. Then more.") == "Dr. Smith was born in 1950."
-    assert first_sentence(f"So the answer is: St. Louis. Extra") == "So the answer is: St. Louis. Extra"
+    assert first_sentence("So the answer is: St. Louis. Extra") == "So the answer is: St. Louis. Extra"
     assert extract_answer("so the answer is: Warsaw.") == "Warsaw"
     assert extract_answer("No marker here.") is None
     assert extract_answer("The answer is: Paris") == "Paris"

@@ -32,10 +32,10 @@ from tandem.methods.base import Search
 from tandem.methods.r2ag import inject, rank_and_featurize
 from tandem.methods.r2ag_prompts import TEMPLATES, build_prompt, choose_placeholder
 from tandem.train.r2former import (
-    FEATURES,
     LORA_DIR,
     R2Former,
     R2FormerConfig,
+    check_drop,
     load_trainer_state,
     relevance_loss,
     save_checkpoint,
@@ -92,9 +92,7 @@ class R2AGTrainConfig:
             raise ConfigError(f"lm_loss must be one of {list(LM_LOSSES)}, got {self.lm_loss!r}")
         if self.template not in TEMPLATES:
             raise ConfigError(f"template must be one of {list(TEMPLATES)}, got {self.template!r}")
-        unknown = sorted(set(self.drop_features) - set(FEATURES))
-        if unknown:
-            raise ConfigError(f"unknown features to drop {unknown}; features: {list(FEATURES)}")
+        check_drop(self.drop_features)
 
 
 def build_lists(questions: Sequence[Question], store: DocStore, encoder: Encoder, *, k: int = 10,

@@ -43,6 +43,13 @@ PROJECTIONS = ("linear", "scaled")
 
 # -- features (pure functions) -----------------------------------------------------------------
 
+def check_drop(drop: Sequence[str]) -> None:
+    """A ConfigError naming any feature to drop that is not one of r / gamma / zeta."""
+    unknown = sorted(set(drop) - set(FEATURES))
+    if unknown:
+        raise ConfigError(f"unknown features to drop {unknown}; features: {list(FEATURES)}")
+
+
 def _unit(x: np.ndarray) -> np.ndarray:
     norm = np.linalg.norm(x, axis=-1, keepdims=True)
     return x / np.where(norm == 0, 1.0, norm)
@@ -132,9 +139,7 @@ class R2FormerConfig:
             raise ConfigError(f"d_model {self.d_model} must be divisible by heads {self.heads}")
         if self.projection not in PROJECTIONS:
             raise ConfigError(f"projection must be one of {list(PROJECTIONS)}, got {self.projection!r}")
-        unknown = sorted(set(self.drop_features) - set(FEATURES))
-        if unknown:
-            raise ConfigError(f"unknown features to drop {unknown}; features: {list(FEATURES)}")
+        check_drop(self.drop_features)
 
 
 class R2Former(nn.Module):
