@@ -101,22 +101,7 @@ class OpenAILLM:
 
     def complete(self, req: LLMRequest) -> LLMResponse:
         """Send ``req``; retry transient failures; raise :class:`LLMError` when retries run out."""
-        body = self.request_body(req)
-        start = time.perf_counter()
-        last = ""
-        for attempt in range(self.max_retries + 1):
-            try:
-                with self._slots:
-                    data = self._post(body)
-                return self._to_response(data, req, time.perf_counter() - start)
-            except _RetryableError as exc:
-                last = str(exc)
-                if attempt == self.max_retries:
-                    break
-                time.sleep(self._backoff(attempt, exc.retry_after))
-        raise LLMError(
-            f"{self.spec}: request failed after {self.max_retries + 1} attempt(s); last error: {last}"
-        )
+        return self._send(self.request_body(req), req)
 
     def request_body(self, req: LLMRequest) -> dict[str, Any]:
         """The JSON body sent for ``req`` (exposed for tests and debugging)."""
@@ -156,19 +141,25 @@ class OpenAILLM:
         if req.seed is not None:
             body["seed"] = req.seed
         body.update(self.extra_body)
+        return self._send(body, req, "/completions", "prompt-embeds request")
+
+    def _send(self, body: dict[str, Any], req: LLMRequest, path: str = "/chat/completions",
+              what: str = "request") -> LLMResponse:
+        """POST ``body`` to ``path`` within the concurrency bound; retry
+        transient failures with backoff; raise :class:`LLMError` when retries run out."""
         start = time.perf_counter()
         last = ""
         for attempt in range(self.max_retries + 1):
             try:
                 with self._slots:
-                    data = self._post(body, "/completions")
+                    data = self._post(body, path)
                 return self._to_response(data, req, time.perf_counter() - start)
             except _RetryableError as exc:
                 last = str(exc)
                 if attempt == self.max_retries:
                     break
                 time.sleep(self._backoff(attempt, exc.retry_after))
-        raise LLMError(f"{self.spec}: prompt-embeds request failed after {self.max_retries + 1} attempt(s); last error: {last}")
+        raise LLMError(f"{self.spec}: {what} failed after {self.max_retries + 1} attempt(s); last error: {last}")
 
     def close(self) -> None:
         """Close the pooled connections."""
