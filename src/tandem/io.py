@@ -6,6 +6,7 @@ import contextlib
 import gzip
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -109,6 +110,25 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Yield a temp folder beside ``path``; if the block succeeds it replaces ``path`` (the old folder
+    is moved aside first and removed after), so readers see the old folder or the new one, never half."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        yield tmp
+        old = out.parent / f"{tmp.name}.old"
+        if out.exists():
+            os.replace(out, old)
+        os.replace(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

@@ -22,8 +22,6 @@ plus ``trainer.pt`` (optimizer, step, log) for resuming and ``lora/`` when the L
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -34,6 +32,7 @@ import torch
 from torch import nn
 
 from tandem.errors import ConfigError
+from tandem.io import atomic_dir
 
 FEATURES = ("r", "gamma", "zeta")
 CONFIG_FILE, WEIGHTS_FILE, TRAINER_FILE, LORA_DIR = "r2former.json", "r2former.pt", "trainer.pt", "lora"
@@ -188,23 +187,14 @@ def relevance_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 def save_checkpoint(folder: str | Path, model: R2Former, trainer: dict[str, Any] | None = None,
                     lora_save: Callable[[Path], None] | None = None) -> Path:
     """Write a checkpoint folder atomically (temporary folder renamed into place)."""
-    out = Path(folder)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.saving-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    (tmp / CONFIG_FILE).write_text(json.dumps(asdict(model.config), indent=1), encoding="utf-8")
-    torch.save(model.state_dict(), tmp / WEIGHTS_FILE)
-    if trainer is not None:
-        torch.save(trainer, tmp / TRAINER_FILE)
-    if lora_save is not None:
-        lora_save(tmp / LORA_DIR)
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
-    if out.exists():
-        os.replace(out, old)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
-    return out
+    with atomic_dir(folder) as tmp:
+        (tmp / CONFIG_FILE).write_text(json.dumps(asdict(model.config), indent=1), encoding="utf-8")
+        torch.save(model.state_dict(), tmp / WEIGHTS_FILE)
+        if trainer is not None:
+            torch.save(trainer, tmp / TRAINER_FILE)
+        if lora_save is not None:
+            lora_save(tmp / LORA_DIR)
+    return Path(folder)
 
 
 def load_r2former(folder: str | Path) -> R2Former:

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
-import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -30,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tandem.index.store import DocStore
+from tandem.io import atomic_dir
 from tandem.models import DEFAULT_ENCODER, offline_env, resolve_model
 from tandem.types import Question
 
@@ -191,14 +190,9 @@ def train_retriever(questions: Sequence[TrainQuestion], pool: Sequence[str], out
 
 def _save(model: Any, out: Path, log: dict[str, Any]) -> None:
     """Write the model folder next to ``out`` and rename it into place (never a half-written model)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.saving-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save(str(tmp))
-    (tmp / "train_log.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
-    if out.exists():
-        shutil.rmtree(out)
-    os.replace(tmp, out)
+    with atomic_dir(out) as tmp:
+        model.save(str(tmp))
+        (tmp / "train_log.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
 
 
 def recall_on(questions: Sequence[Question], pool: Sequence[Any], encoder: str, index_dir: str | Path,
