@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
+from tandem.cli_common import console, out, progress_bar
 from tandem.cli_federate import federate_app
 from tandem.cli_r2ag import register as register_r2ag
 from tandem.errors import TandemError
@@ -27,17 +26,6 @@ train_app = typer.Typer(help="Fine-tune models.", no_args_is_help=True)
 app.add_typer(train_app, name="train")
 app.add_typer(federate_app, name="federate")
 register_r2ag(train_app)
-# wide tables when piped to a file; the terminal's width otherwise
-console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-out = Console(width=None if sys.stdout.isatty() else 160)
-
-
-def progress_bar() -> Progress:
-    """The progress bar every long command shows (on stderr)."""
-    return Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False,
-    )
 
 
 def _load_docs(dataset: Path | None, corpus: Path | None, fmt: str | None, skip_bad: bool,

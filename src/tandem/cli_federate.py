@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+
+from tandem.cli_common import out, progress_bar
 
 federate_app = typer.Typer(help="Collaborative RAG (CoRAG): CRAB benches, Flower simulation, baselines.",
                            no_args_is_help=True)
-console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
-out = Console(width=None if sys.stdout.isatty() else 160)
 
 Opt = typer.Option
 
@@ -72,11 +69,6 @@ def _spec(bench: Path, variant: str, shots: int, clients: Optional[int], rounds:
                    out_dir=str(run_dir.resolve()), model=model, train=train)
 
 
-def _bar() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console)
-
-
 def _report(metrics: dict[str, Any], run_dir: Path) -> None:
     table = Table(title=f"{metrics['mode']} ({metrics['variant']}, {metrics['shots']}-shot) -> {run_dir}")
     for col in ("EM", "F1", "hit@k", "questions", "minutes", "peak RSS GiB"):
@@ -99,7 +91,7 @@ def _run(mode: str, spec: Any, run_dir: Path, parallel: int, inprocess: bool) ->
         if mode == "collaborative" and not inprocess:
             result = corag.simulate(spec, parallel=parallel)
         else:
-            with _bar() as bar:
+            with progress_bar() as bar:
                 tasks: dict[str, Any] = {}
 
                 def progress(label: str, done: int, total: int) -> None:
