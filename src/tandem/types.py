@@ -69,7 +69,13 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class LLMCall:
-    """One LLM call inside a method: which role made it, the prompt, the output and its cost."""
+    """One LLM call inside a method: which role made it, the prompt, the output and its cost.
+
+    Structured calls (a JSON schema sent) also say whether the backend decoded under the schema
+    (``constrained``); the last call of a structured exchange carries its ``outcome``: ``parsed``
+    (first reply usable), ``repaired`` (a repair round or a retry was needed) or ``fallback``
+    (no reply usable: the method fell back).
+    """
 
     role: str
     messages: tuple[dict[str, str], ...]
@@ -78,13 +84,19 @@ class LLMCall:
     completion_tokens: int = 0
     latency_s: float = 0.0
     cached: bool = False
+    structured: bool = False
+    constrained: bool = False
+    outcome: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "role": self.role, "messages": list(self.messages), "output": self.output,
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "latency_s": round(self.latency_s, 4), "cached": self.cached,
         }
+        if self.structured:
+            data.update(structured=True, constrained=self.constrained, outcome=self.outcome)
+        return data
 
 
 @dataclass(slots=True)
@@ -130,6 +142,10 @@ class Trace:
     def tokens(self) -> int:
         return sum(c.prompt_tokens + c.completion_tokens for c in self.llm_calls)
 
+    def protocol(self) -> dict[str, dict[str, int]]:
+        """Per role, how its structured exchanges went (see :func:`protocol_counts`)."""
+        return protocol_counts(self.llm_calls)
+
     def to_dict(self) -> dict[str, Any]:
         return {"steps": [s.to_dict() for s in self.steps], "docs_read": self.docs_read}
 
@@ -145,3 +161,32 @@ class Answer:
 
     def to_dict(self) -> dict[str, Any]:
         return {"question_id": self.question_id, "answer": self.text, "method": self.method, "trace": self.trace.to_dict()}
+
+
+OUTCOMES = ("parsed", "repaired", "fallback")
+PROTOCOL_KEYS = ("calls", "schema_decoded", "parsed_first", "repaired", "fell_back")
+
+
+def protocol_counts(calls: list[LLMCall]) -> dict[str, dict[str, int]]:
+    """Per role: structured exchanges (``calls``), those decoded under their schema, parsed from the
+    first reply, parsed after a repair or retry, and fallen back. Repair calls count with their role."""
+    counts: dict[str, dict[str, int]] = {}
+    for call in calls:
+        if call.outcome is None:
+            continue
+        row = counts.setdefault(call.role.split(":", 1)[0], dict.fromkeys(PROTOCOL_KEYS, 0))
+        row["calls"] += 1
+        row["schema_decoded"] += int(call.constrained)
+        row[{"parsed": "parsed_first", "repaired": "repaired", "fallback": "fell_back"}[call.outcome]] += 1
+    return counts
+
+
+def merge_protocol(rows: list[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
+    """Sum per-role protocol counts (e.g. over the questions of a run)."""
+    total: dict[str, dict[str, int]] = {}
+    for row in rows:
+        for role, counts in row.items():
+            acc = total.setdefault(role, dict.fromkeys(PROTOCOL_KEYS, 0))
+            for key in PROTOCOL_KEYS:
+                acc[key] += int(counts.get(key, 0))
+    return total

@@ -32,6 +32,10 @@ def think(thought: str, retrieve: bool = True) -> str:
     return json.dumps({"thought": thought, "need_retrieve": retrieve})
 
 
+def note(text: str) -> str:
+    return json.dumps({"notes": text})
+
+
 def plan(*entities: tuple[str, list[str]]) -> str:
     return json.dumps({"entities": [{"entity": e, "keywords": k} for e, k in entities]})
 
@@ -43,7 +47,7 @@ class Roles:
         self.llms = {
             "reasoner": FakeLLM(responses=list(reasoner)),
             "entity_identifier": FakeLLM(responses=list(entity)),
-            "summarizer": FakeLLM(responses=list(summarizer)),
+            "summarizer": FakeLLM(responses=[note(s) for s in summarizer]),
             "answer": FakeLLM(responses=list(answer)),
         }
 
@@ -186,7 +190,7 @@ def test_step_cap(search):
     roles = Roles()
     roles.llms["reasoner"].default = think("still need more")
     roles.llms["entity_identifier"].default = plan(("Warsaw", ["Warsaw"]))
-    roles.llms["summarizer"].default = "Warsaw is on the Vistula."
+    roles.llms["summarizer"].default = note("Warsaw is on the Vistula.")
     ans = roles.method(search).answer(QUESTION)  # default max_iter = 5
     assert [s.name for s in ans.trace.steps] == ["iteration 1", "iteration 2", "iteration 3", "iteration 4", "iteration 5", "answer"]
     assert len(roles.llms["reasoner"].calls) == 5 and len(roles.llms["answer"].calls) == 1

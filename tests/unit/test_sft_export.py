@@ -35,7 +35,7 @@ def reply(req) -> str:
     if "You plan retrieval" in text:
         return json.dumps({"entities": [{"entity": "Marie Curie", "keywords": ["Marie Curie born"]}]})
     if "You keep the notes" in text:
-        return "Marie Curie was born in Warsaw."
+        return json.dumps({"notes": "Marie Curie was born in Warsaw."})
     return "Vistula" if "Marie Curie" in req.last_user else "London"
 
 

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tandem.llm.types import LLM, LLMRequest, LLMResponse
+from tandem.llm.types import LLM, LLMRequest, LLMResponse, constrains_json
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -35,10 +35,13 @@ def backend_of(llm: LLM) -> str:
     return str(getattr(llm, "spec", "")).split(":", 1)[0] or type(llm).__name__
 
 
-def cache_key(backend: str, model: str, req: LLMRequest) -> str:
-    """sha256 hex of backend + model + canonical request JSON."""
-    payload = json.dumps({"backend": backend, "model": model, "request": req.to_dict()}, sort_keys=True,
-                         separators=(",", ":"), ensure_ascii=False)
+def cache_key(backend: str, model: str, req: LLMRequest, *, constrained: bool = False) -> str:
+    """sha256 hex of backend + model + canonical request JSON (+ a marker when the reply is decoded
+    under the request's JSON schema: a grammar-decoded reply differs from a prompted one)."""
+    body: dict[str, Any] = {"backend": backend, "model": model, "request": req.to_dict()}
+    if constrained:
+        body["decoding"] = "json_schema"
+    payload = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -68,7 +71,8 @@ class CachedLLM:
         """Cached answer when there is one, else the inner LLM's (stored when cacheable)."""
         if not self.cacheable(req):
             return self.inner.complete(req)
-        key = cache_key(self.backend, self.name, req)
+        key = cache_key(self.backend, self.name, req,
+                        constrained=req.json_schema is not None and constrains_json(self.inner))
         conn = self._connect()
         row = conn.execute("SELECT response FROM responses WHERE key = ?", (key,)).fetchone()
         if row is not None:

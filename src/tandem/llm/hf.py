@@ -18,11 +18,13 @@ from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
     GenerationConfig,
+    LogitsProcessorList,
     StoppingCriteria,
     StoppingCriteriaList,
 )
 
 from tandem.errors import ConfigError, ModelNotFoundError
+from tandem.llm.structured import JSONConstraint
 from tandem.llm.types import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
 from tandem.models import offline_env, resolve_model
 
@@ -30,6 +32,7 @@ from tandem.models import offline_env, resolve_model
 # added to the model's own eos ids (a GGUF conversion may report the wrong one).
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "</s>")
 _DTYPES = ("float32", "bfloat16", "float16")
+JSON_MODES = ("schema", "prompt")
 
 
 def configure_threads(num_threads: int | None) -> int:
@@ -55,6 +58,10 @@ def configure_threads(num_threads: int | None) -> int:
 class HFLLM:
     """A transformers causal LM loaded from a local folder (or a hub name already in the local cache).
 
+    ``json_mode``: ``"schema"`` (default) decodes a request's JSON schema with a grammar
+    (llguidance, :mod:`tandem.llm.structured`), so the reply is valid JSON for it; ``"prompt"`` only
+    appends the schema to the prompt as an instruction.
+
     Attributes:
         tokenizer, model: the loaded transformers objects (``model`` is in eval mode).
         eos_token_ids: token ids that end generation.
@@ -69,7 +76,10 @@ class HFLLM:
         dtype: str = "float32",
         num_threads: int | None = None,
         trust_remote_code: bool = False,
+        json_mode: str = "schema",
     ) -> None:
+        if json_mode not in JSON_MODES:
+            raise ConfigError(f"unknown json_mode {json_mode!r} for an in-process model; modes: {sorted(JSON_MODES)}")
         if dtype not in _DTYPES:
             raise ConfigError(f"unknown dtype {dtype!r}; dtypes: {sorted(_DTYPES)}")
         offline_env()
@@ -94,20 +104,35 @@ class HFLLM:
             self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_token_ids[0]
         )
         self._lock = threading.RLock()
+        self.json_mode = json_mode
+        self._constraint: JSONConstraint | None = None
+
+    @property
+    def constrains_json(self) -> bool:
+        """True when requests with a JSON schema are decoded under it (``json_mode="schema"``)."""
+        return self.json_mode == "schema"
 
     # -- chat completion ---------------------------------------------------------------------
 
     def complete(self, req: LLMRequest) -> LLMResponse:
         """Greedy (``temperature == 0``) or seeded sampling generation for one chat request.
 
-        A JSON schema in the request becomes an instruction in the prompt (no constrained decoding).
+        A JSON schema in the request constrains decoding (``json_mode="schema"``) or becomes an
+        instruction in the prompt (``"prompt"``).
         """
+        constrained = req.json_schema is not None and self.constrains_json
         with self._lock:  # fast tokenizers are not safe to call from several threads at once
-            input_ids = self.encode_chat(with_json_instruction(req))
+            input_ids = self.encode_chat(req.messages if constrained else with_json_instruction(req))
+            processors = []
+            if constrained:
+                if self._constraint is None:
+                    self._constraint = JSONConstraint(self.tokenizer, self.eos_token_ids)
+                processors.append(self._constraint.processor(req.json_schema, int(input_ids.shape[1])))
             return self._generate(
                 {"input_ids": input_ids, "attention_mask": _ones_like(input_ids)},
                 prompt_tokens=int(input_ids.shape[1]),
                 req=req,
+                processors=processors,
             )
 
     def encode_chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> torch.Tensor:
@@ -208,7 +233,8 @@ class HFLLM:
             raise ConfigError(f"{self.spec}: the tokenizer has no end-of-turn token; cannot stop generation")
         return ids
 
-    def _generate(self, inputs: dict[str, Any], *, prompt_tokens: int, req: LLMRequest) -> LLMResponse:
+    def _generate(self, inputs: dict[str, Any], *, prompt_tokens: int, req: LLMRequest,
+                  processors: Sequence[Any] = ()) -> LLMResponse:
         sampling = req.temperature > 0
         config = GenerationConfig(
             max_new_tokens=req.max_tokens,
@@ -228,7 +254,8 @@ class HFLLM:
         with self._lock, torch.inference_mode():
             if sampling and req.seed is not None:
                 torch.manual_seed(req.seed)
-            out = self.model.generate(**inputs, generation_config=config, stopping_criteria=criteria)
+            out = self.model.generate(**inputs, generation_config=config, stopping_criteria=criteria,
+                                      logits_processor=LogitsProcessorList(processors))
         latency = time.perf_counter() - start
         new_ids = out[0, offset:].tolist()
         ended = bool(new_ids) and new_ids[-1] in self.eos_token_ids
@@ -241,6 +268,7 @@ class HFLLM:
             latency_s=latency,
             finish_reason="stop" if (ended or hit_stop) else "length",
             model=self.name,
+            constrained=bool(processors),
         )
 
     def __repr__(self) -> str:

@@ -116,9 +116,11 @@ def load_local(
     spec: str | None = None,
     dtype: str = "float32",
     num_threads: int | None = None,
+    json_mode: str = "schema",
 ) -> HFLLM:
     """The ``local`` backend: convert ``model`` once (see module doc), then load it as :class:`HFLLM`."""
     folder = ensure_converted(model, cache_dir)
     short = short_name(model)
     default_spec = "local" if short == "smollm2" else f"local:{model}"
-    return HFLLM(str(folder), spec=spec or default_spec, name=short, dtype=dtype, num_threads=num_threads)
+    return HFLLM(str(folder), spec=spec or default_spec, name=short, dtype=dtype, num_threads=num_threads,
+                 json_mode=json_mode)

@@ -106,7 +106,9 @@ class LLMRequest:
 @dataclass(frozen=True)
 class LLMResponse:
     """What a backend returns. ``finish_reason`` is ``"stop"`` (end of turn or a stop string) or
-    ``"length"`` (hit ``max_tokens``). Token counts are 0 where a server does not report them."""
+    ``"length"`` (hit ``max_tokens``). Token counts are 0 where a server does not report them.
+    ``constrained`` says the backend decoded the reply under the request's JSON schema (a grammar),
+    rather than only asking for JSON in the prompt."""
 
     text: str
     prompt_tokens: int
@@ -115,6 +117,7 @@ class LLMResponse:
     finish_reason: str
     model: str
     cached: bool = False
+    constrained: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (used for traces and the cache)."""
@@ -126,6 +129,7 @@ class LLMResponse:
             "finish_reason": self.finish_reason,
             "model": self.model,
             "cached": self.cached,
+            "constrained": self.constrained,
         }
 
     @classmethod
@@ -139,6 +143,7 @@ class LLMResponse:
             finish_reason=str(data["finish_reason"]),
             model=str(data["model"]),
             cached=bool(data.get("cached", False)),
+            constrained=bool(data.get("constrained", False)),
         )
 
 
@@ -156,6 +161,15 @@ class LLM(Protocol):
     def complete(self, req: LLMRequest) -> LLMResponse:
         """Answer one request."""
         ...
+
+
+def constrains_json(llm: object) -> bool:
+    """Whether ``llm`` decodes requests that carry a JSON schema under that schema (a grammar).
+
+    Backends say so with a ``constrains_json`` attribute; an LLM without one only gets the schema
+    as an instruction in the prompt.
+    """
+    return bool(getattr(llm, "constrains_json", False))
 
 
 def truncate_at_stop(text: str, stop: Iterable[str]) -> tuple[str, bool]:

@@ -4,14 +4,19 @@ land in the trace, and the brevity answer prompt the baselines use."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from tandem.errors import ConfigError, ParseError
 from tandem.index.store import DocStore
-from tandem.llm.types import LLM, LLMRequest, Message
+from tandem.llm.structured import bound_schema
+from tandem.llm.types import LLM, LLMRequest, LLMResponse, Message, constrains_json
 from tandem.retrieve.base import Retriever
 from tandem.types import Answer, Document, Hit, LLMCall, Question, Step
+
+T = TypeVar("T")
 
 
 @runtime_checkable
@@ -37,16 +42,90 @@ class Search:
         return hits, [self.store.get(h.doc_id) for h in hits]
 
 
-def call_llm(llm: LLM, step: Step, role: str, messages: Sequence[Message], **request: object) -> str:
-    """Complete ``messages`` and record the call in ``step``; returns the stripped output text."""
-    req = LLMRequest(messages=tuple(messages), **request)  # type: ignore[arg-type]
+def record_call(llm: LLM, step: Step, role: str, req: LLMRequest) -> LLMResponse:
+    """Complete ``req`` and append the call to ``step`` (the one place method LLM calls are recorded)."""
     resp = llm.complete(req)
     step.llm_calls.append(LLMCall(
         role=role, messages=tuple(m.to_dict() for m in req.messages), output=resp.text,
         prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens,
         latency_s=resp.latency_s, cached=getattr(resp, "cached", False),
+        structured=req.json_schema is not None, constrained=getattr(resp, "constrained", False),
     ))
-    return resp.text.strip()
+    return resp
+
+
+def call_llm(llm: LLM, step: Step, role: str, messages: Sequence[Message], **request: object) -> str:
+    """Complete ``messages`` and record the call in ``step``; returns the stripped output text."""
+    req = LLMRequest(messages=tuple(messages), **request)  # type: ignore[arg-type]
+    return record_call(llm, step, role, req).text.strip()
+
+
+@dataclass(frozen=True)
+class Role:
+    """A structured role's output contract: its JSON schema and token budgets.
+
+    ``budget`` bounds the schema (:func:`tandem.llm.structured.bound_schema`): a reply decoded under
+    the bounded schema always fits in it, so it is the request's ``max_tokens`` on backends that
+    constrain decoding. ``prompt_max_tokens`` caps replies on backends that only get the schema in
+    the prompt (a small model may ramble there; the repair round and fallback handle the rest).
+    """
+
+    name: str
+    schema: dict[str, Any]
+    budget: int
+    prompt_max_tokens: int
+
+    @cached_property
+    def bounded(self) -> dict[str, Any]:
+        return bound_schema(self.schema, self.budget)
+
+
+REPAIR_PROMPT = (
+    "Your previous reply could not be used ({error}). Reply again with only the JSON value described "
+    "above, no explanation and no code fences."
+)
+
+
+def call_structured(llm: LLM, step: Step, role: Role, messages: Sequence[Message], parse: Callable[[str], T], *,
+                    temperature: float = 0.0, stop: Sequence[str] = (), attempts: int = 2, retry: str = "repair",
+                    retry_temperature: float = 0.7, send_schema: bool = True,
+                    fallback: str = "") -> tuple[T | None, str]:
+    """One structured exchange of ``role``: the bounded schema goes with the request (decoded under it
+    where the backend can), ``parse`` turns the reply into a value or raises ParseError. A failed reply
+    is retried up to ``attempts`` calls in all: ``retry="repair"`` sends the conversation back with a
+    repair instruction, ``"resample"`` asks the same prompt again sampling at ``retry_temperature``
+    (seed = attempt). The outcome (parsed / repaired / fallback) is recorded on the last call and a
+    fallback in ``step.notes["fallbacks"]`` as ``"<role>: <fallback>"``. Returns (value or None, the
+    first reply's text)."""
+    if retry not in ("repair", "resample"):
+        raise ConfigError(f"unknown retry mode {retry!r}; modes: ['repair', 'resample']")
+    schema = role.bounded if send_schema else None
+    limit = role.budget if send_schema and constrains_json(llm) else role.prompt_max_tokens
+    req = LLMRequest(tuple(messages), max_tokens=limit, temperature=temperature, stop=tuple(stop), json_schema=schema)
+    first: str | None = None
+    for attempt in range(max(1, attempts)):
+        suffix = "" if attempt == 0 else (":repair" if retry == "repair" else ":retry")
+        resp = record_call(llm, step, role.name + suffix, req)
+        first = resp.text if first is None else first
+        try:
+            value = parse(resp.text)
+        except ParseError as exc:
+            step.notes.setdefault("parse_errors", []).append(f"{role.name}: {exc}")
+            if retry == "repair":
+                note = REPAIR_PROMPT.format(error=str(exc).split(": ", 1)[-1][:200])
+                req = replace(req, messages=(*req.messages, Message("assistant", resp.text), Message("user", note)))
+            elif retry_temperature > 0:
+                req = replace(req, temperature=retry_temperature, seed=attempt + 1)
+            continue
+        _mark(step, "parsed" if attempt == 0 else "repaired")
+        return value, first
+    _mark(step, "fallback")
+    step.notes.setdefault("fallbacks", []).append(f"{role.name}: {fallback or 'no usable reply'}")
+    return None, first or ""
+
+
+def _mark(step: Step, outcome: str) -> None:
+    step.llm_calls[-1] = replace(step.llm_calls[-1], outcome=outcome)
 
 
 def format_docs(docs: Sequence[Document]) -> str:

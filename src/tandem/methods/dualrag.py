@@ -20,32 +20,32 @@ until the answer marker; ``use_entity_identifier=False`` -> the thought is the o
 under "else"; ``use_outline=False`` -> raw documents are stored instead of summaries; ``reranker=None``
 -> the union is kept in retrieval-score order, top-10.
 
-Fallbacks (never crash on model output): JSON roles go through ``complete_json`` (one repair round);
-then whatever JSON the last reply held is coerced; then the Reasoner takes the raw text as its
-thought (need_retrieve = not the last step) and the Entity Identifier sends the thought as one
-"else" query.
+Structured output: the Reasoner, Entity Identifier and Summarizer reply in JSON under bounded
+schemas (``dualrag_prompts.STRUCTURED_ROLES``), decoded under the schema where the backend can
+(``send_schema=False`` sends no schema: prompt-only). Fallbacks (never crash on model output, each
+counted in the run's protocol health and noted in the step): one repair round; then the Reasoner
+takes the raw text as its thought (need_retrieve = not the last step), the Entity Identifier sends
+the thought as one "else" query, and the Summarizer's raw text becomes the notes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tandem.errors import ConfigError, ParseError
+from tandem.errors import ConfigError
 from tandem.index.build import Index
 from tandem.index.store import DocStore
-from tandem.llm.jsonparse import complete_json, parse_json
-from tandem.llm.types import LLM, LLMRequest, LLMResponse, Message
+from tandem.llm.types import LLM, Message
 from tandem.methods import dualrag_prompts as P
-from tandem.methods.base import Search, call_llm, clean_answer
+from tandem.methods.base import Role, Search, call_llm, call_structured, clean_answer
 from tandem.methods.ircot import extract_answer, first_sentence
 from tandem.rerank.base import Reranker
-from tandem.types import Answer, Document, Hit, LLMCall, Question, Step, Trace
+from tandem.types import Answer, Document, Hit, Question, Step, Trace
 
 T = TypeVar("T")
-MAX_TOKENS = {"reasoner": 128, "entity_identifier": 160, "summarizer": 160, "answer": 32,
-              P.THOUGHT_ROLE: 64, "answer:complete": 256}
+MAX_TOKENS = {"answer": 32, P.THOUGHT_ROLE: 64, "answer:complete": 256}
 
 
 @dataclass
@@ -93,25 +93,6 @@ class Outline:
 
     def render(self) -> str:
         return P.render_outline(self.snapshot())
-
-
-class _Recorder:
-    """Wraps an LLM so every request ``complete_json`` sends (first try and repair) lands in ``step``.
-    With ``send_schema=False`` the backend gets no schema (``complete_json`` still validates with it)."""
-
-    def __init__(self, llm: LLM, step: Step, role: str, send_schema: bool = True) -> None:
-        self.llm, self.step, self.role, self.send_schema, self.calls = llm, step, role, send_schema, 0
-        self.spec, self.name = llm.spec, llm.name
-
-    def complete(self, req: LLMRequest) -> LLMResponse:
-        resp = self.llm.complete(req if self.send_schema else replace(req, json_schema=None))
-        self.calls += 1
-        self.step.llm_calls.append(LLMCall(
-            role=self.role + (P.REPAIR_SUFFIX if self.calls > 1 else ""), messages=tuple(m.to_dict() for m in req.messages),
-            output=resp.text, prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens,
-            latency_s=resp.latency_s, cached=resp.cached,
-        ))
-        return resp
 
 
 def union_by_id(runs: Sequence[Sequence[Hit]]) -> list[Hit]:
@@ -186,11 +167,10 @@ class DualRAG:
                            max_tokens=MAX_TOKENS[P.THOUGHT_ROLE], temperature=self.temperature, stop=("\n",))
             thought = first_sentence(raw) or question
             return thought, extract_answer(thought) is None
-        parsed, raw = self._json(step, "reasoner", P.reasoner_messages(outline.render(), question, thoughts),
-                                 P.coerce_reasoner)
+        parsed, raw = self._json(step, P.REASONER, P.reasoner_messages(outline.render(), question, thoughts),
+                                 P.parse_reasoner, "raw text as the thought")
         if parsed is not None:
             return parsed
-        step.notes.setdefault("fallbacks", []).append("reasoner: raw text as the thought")
         return (raw.strip()[:500] or question), not last
 
     # -- RaQ: Entity Identifier -----------------------------------------------------------------
@@ -200,9 +180,8 @@ class DualRAG:
         if not self.use_entity_identifier:
             return fallback
         messages = P.entity_messages(outline.render(), question, thoughts, outline.known_entities())
-        plan, _raw = self._json(step, "entity_identifier", messages, P.coerce_entities)
+        plan, _raw = self._json(step, P.ENTITY_IDENTIFIER, messages, P.parse_entities, "the thought as one 'else' query")
         if plan is None:
-            step.notes.setdefault("fallbacks", []).append("entity_identifier: the thought as one 'else' query")
             return fallback
         linked: dict[str, list[str]] = {}
         for entity, keywords in plan[: self.max_entities]:
@@ -232,9 +211,9 @@ class DualRAG:
             return
         trace.read([d.id for d in unread])
         if self.use_outline:
-            content = call_llm(self.llms["summarizer"], step, "summarizer",
-                               P.summarizer_messages(question, thoughts, entity, keywords, unread),
-                               max_tokens=MAX_TOKENS["summarizer"], temperature=self.temperature, stop=P.SUMMARY_STOP)
+            notes, raw = self._json(step, P.SUMMARIZER, P.summarizer_messages(question, thoughts, entity, keywords, unread),
+                                    P.parse_summary, "raw text as the notes")
+            content = notes if notes is not None else raw.strip()
         else:  # without Knowledge Outline: the raw documents, unstructured, in one bucket
             content = "\n\n".join(P.render_doc(d) for d in unread)
         kept = outline.aggregate(bucket, content, [d.id for d in unread])
@@ -242,27 +221,11 @@ class DualRAG:
 
     # -- JSON roles -----------------------------------------------------------------------------
 
-    def _json(self, step: Step, role: str, messages: list[Message], coerce: Callable[[Any], T | None]) -> tuple[T | None, str]:
-        """``complete_json`` (one repair round), then ``coerce``; if that fails, the newest reply whose
-        JSON (parsed leniently, without the schema) coerces. Returns (value or None, the first raw
-        reply: the one that answered the role's own prompt, not the repair request)."""
-        req = LLMRequest(tuple(messages), max_tokens=MAX_TOKENS[role], temperature=self.temperature,
-                         json_schema=P.SCHEMAS[role], stop=P.JSON_STOP)
-        try:
-            done = complete_json(_Recorder(self.llms[role], step, role, self.send_schema), req)
-            replies = [r.text for r in done.responses]
-            value = coerce(done.value)
-        except ParseError as exc:
-            replies = [r.text for r in getattr(exc, "responses", ())] or [exc.raw]
-            value = None
-        for raw in reversed(replies):
-            if value is not None:
-                break
-            try:
-                value = coerce(parse_json(raw))
-            except ParseError:
-                continue
-        return value, replies[0]
+    def _json(self, step: Step, role: Role, messages: list[Message], parse: Callable[[str], T],
+              fallback: str) -> tuple[T | None, str]:
+        """One structured exchange of ``role`` (one repair round); (value or None, the first raw reply)."""
+        return call_structured(self.llms[role.name], step, role, messages, parse, temperature=self.temperature,
+                               stop=P.JSON_STOP, send_schema=self.send_schema, fallback=fallback)
 
 
 # -- wiring from settings (the METHODS registry and the CLI's --set) ------------------------------

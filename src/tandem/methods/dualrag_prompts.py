@@ -23,6 +23,7 @@ from typing import Any
 from tandem.errors import ParseError
 from tandem.llm.jsonparse import parse_json
 from tandem.llm.types import Message
+from tandem.methods.base import Role
 from tandem.methods.ircot import ANSWER_MARKER
 from tandem.types import Document
 
@@ -39,21 +40,30 @@ ANSWER_STYLES = ("short", "complete")
 JSON_STOP = ("\n\n",)
 SUMMARY_STOP = ("\n\n#", "\nQuestion:")
 
+_TEXT: dict[str, Any] = {"type": "string", "minLength": 1}
 REASONER_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"thought": {"type": "string"}, "need_retrieve": {"type": "boolean"}},
+    "properties": {"thought": _TEXT, "need_retrieve": {"type": "boolean"}},
     "required": ["thought", "need_retrieve"],
 }
 ENTITY_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"entities": {"type": "array", "items": {
+    "properties": {"entities": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
         "type": "object",
-        "properties": {"entity": {"type": "string"}, "keywords": {"type": "array", "items": {"type": "string"}}},
+        "properties": {"entity": {**_TEXT, "maxLength": 60},
+                       "keywords": {"type": "array", "minItems": 1, "maxItems": 3, "items": _TEXT}},
         "required": ["entity", "keywords"],
     }}},
     "required": ["entities"],
 }
-SCHEMAS: dict[str, dict[str, Any]] = {"reasoner": REASONER_SCHEMA, "entity_identifier": ENTITY_SCHEMA}
+SUMMARY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"notes": _TEXT}, "required": ["notes"]}
+# Structured roles: schema, the token budget its strings are bounded by (the max_tokens of a
+# grammar-decoded reply, which then cannot be cut off), and the cap for prompt-only backends.
+REASONER = Role("reasoner", REASONER_SCHEMA, budget=1024, prompt_max_tokens=128)
+ENTITY_IDENTIFIER = Role("entity_identifier", ENTITY_SCHEMA, budget=3072, prompt_max_tokens=160)
+SUMMARIZER = Role("summarizer", SUMMARY_SCHEMA, budget=1536, prompt_max_tokens=160)
+STRUCTURED_ROLES = {r.name: r for r in (REASONER, ENTITY_IDENTIFIER, SUMMARIZER)}
+SCHEMAS: dict[str, dict[str, Any]] = {name: role.bounded for name, role in STRUCTURED_ROLES.items()}
 
 
 def _prompt(*sections: tuple[str, str]) -> str:
@@ -176,6 +186,14 @@ def coerce_reasoner(value: Any) -> tuple[str, bool] | None:
     return value["thought"].strip(), flag
 
 
+def parse_reasoner(text: str) -> tuple[str, bool]:
+    """The Reasoner's reply -> ``(thought, need_retrieve)``; ParseError when it is not usable."""
+    value = coerce_reasoner(parse_json(text, {"type": "object"}))
+    if value is None:
+        raise ParseError("no usable 'thought' and boolean 'need_retrieve'", raw=text)
+    return value
+
+
 # Entity Identifier
 
 ENTITY_HEAD = _prompt(
@@ -262,6 +280,14 @@ def coerce_entities(value: Any) -> list[tuple[str, list[str]]] | None:
     return list(merged.items()) or None
 
 
+def parse_entities(text: str) -> list[tuple[str, list[str]]]:
+    """The Entity Identifier's reply -> ``[(entity, keywords)]``; ParseError when no entity is usable."""
+    value = coerce_entities(parse_json(text))
+    if value is None:
+        raise ParseError("no usable entity with keywords", raw=text)
+    return value
+
+
 # Knowledge Summarizer
 
 SUMMARIZER_HEAD = _prompt(
@@ -275,10 +301,11 @@ Write down what in them helps with the question, and drop the rest.
   a company is based...).
 - Copy the important wording from the documents; keep every name exactly as written there.
 - No comments, opinions or guesses; add nothing the documents do not say.
-- If nothing in the documents is useful, reply with the single word {EMPTY}.
+- If nothing in the documents is useful, the notes are the single word {EMPTY}.
 """),
     ("Output format", f"""
-Plain text: a few sentences of notes, or {EMPTY}.
+Reply with one JSON object on one line, starting with {{ and nothing else:
+{{"notes": "<a few sentences of notes, or {EMPTY}>"}}
 """),
     ("Examples", f"""
 ### Example A
@@ -294,7 +321,7 @@ Uppsala University is a public research university in Uppsala, Sweden. Founded i
 ##### Uppsala Cathedral
 
 Uppsala Cathedral is a cathedral in the centre of Uppsala, Sweden.
-Output: Uppsala University, a public research university in Uppsala, Sweden, was founded in 1477.
+Output: {{"notes": "Uppsala University, a public research university in Uppsala, Sweden, was founded in 1477."}}
 
 ### Example B
 
@@ -305,7 +332,7 @@ Documents:
 ##### Oslo Opera House
 
 The Oslo Opera House is the home of the Norwegian National Opera and Ballet.
-Output: {EMPTY}
+Output: {{"notes": "{EMPTY}"}}
 
 ### Example C
 
@@ -316,7 +343,7 @@ Documents:
 ##### Stalker (1979 film)
 
 Stalker is a 1979 Soviet science fiction film directed by Andrei Tarkovsky, with a screenplay by Boris and Arkady Strugatsky.
-Output: Stalker is a 1979 Soviet science fiction film directed by Andrei Tarkovsky.
+Output: {{"notes": "Stalker is a 1979 Soviet science fiction film directed by Andrei Tarkovsky."}}
 """),
 )
 
@@ -329,6 +356,15 @@ def summarizer_messages(question: str, thoughts: Sequence[str], entity: str, key
                                         f"Entity: {entity}", f"Keywords: {', '.join(keywords)}", "Documents:", body,
                                         "Output:")))
     return [Message("user", SUMMARIZER_HEAD + "\n" + live)]
+
+
+def parse_summary(text: str) -> str:
+    """The Summarizer's reply -> its notes (``None`` notes included); ParseError when unreadable."""
+    value = parse_json(text, {"type": "object"})
+    notes = value.get("notes") if isinstance(value, dict) else None
+    if not isinstance(notes, str):
+        raise ParseError("no string 'notes'", raw=text)
+    return notes.strip()
 
 
 _WRAPPERS = " \t\r\n\"'`*_"
@@ -379,13 +415,17 @@ def thought_messages(outline: str, question: str, thoughts: Sequence[str]) -> li
 
 # Strict check used by the SFT export: does this output parse for its role?
 
+PARSERS = {"reasoner": parse_reasoner, "entity_identifier": parse_entities, "summarizer": parse_summary}
+
+
 def parses_for(role: str, output: str) -> bool:
     """True when ``output`` is a well-formed reply for ``role`` (JSON roles: schema-valid and usable)."""
     if role not in SCHEMAS:
         return bool(output.strip())
     try:
-        value = parse_json(output, SCHEMAS[role])
+        parse_json(output, SCHEMAS[role])
+        PARSERS[role](output)
     except ParseError:
         return False
-    return (coerce_reasoner(value) if role == "reasoner" else coerce_entities(value)) is not None
+    return True
 

@@ -34,7 +34,9 @@ class FakeLLM:
     """Deterministic stand-in for any LLM backend; thread-safe.
 
     Stop strings are honoured as a real backend would (the answer is cut at the first one).
-    Token counts are whitespace word counts.
+    Token counts are whitespace word counts. ``constrains_json=True`` makes it report, as a
+    grammar-decoding backend does, that replies to schema requests were decoded under the schema
+    (it does not check the scripted text: scripts decide what the "model" says).
     """
 
     def __init__(
@@ -46,6 +48,7 @@ class FakeLLM:
         match: str = "last_user",
         name: str = "fake",
         spec: str = "fake",
+        constrains_json: bool = False,
     ) -> None:
         if match not in MATCH_MODES:
             raise ValueError(f"unknown match mode {match!r}; modes: {sorted(MATCH_MODES)}")
@@ -55,6 +58,7 @@ class FakeLLM:
         self.match = match
         self.name = name
         self.spec = spec
+        self.constrains_json = constrains_json
         self.calls: list[LLMRequest] = []
         self._lock = threading.Lock()
 
@@ -86,6 +90,7 @@ class FakeLLM:
             latency_s=0.0,
             finish_reason="stop",
             model=self.name,
+            constrained=self.constrains_json and req.json_schema is not None,
         )
 
     def _pick(self, req: LLMRequest) -> Answer:
