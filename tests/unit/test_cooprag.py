@@ -17,11 +17,11 @@ from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Hit, Question
 
 UNROLL = (
-    "Hop Count: 2\nReasoning Structure: find the mother, then her birthplace.\n"
-    'Sub-questions: ["Who was the mother of Irene Curie?", "Where was Marie Curie born?"]\n'
-    'Triple Reasoning Chain: [["Irene Curie", "mother", "<UNCERTAIN>"], ["<UNCERTAIN>", "born in", "<FILL>"]]'
+    '{"hop_count": 2, "structure": "find the mother, then her birthplace.", '
+    '"sub_questions": ["Who was the mother of Irene Curie?", "Where was Marie Curie born?"], '
+    '"chain": [["Irene Curie", "mother", "<UNCERTAIN>"], ["<UNCERTAIN>", "born in", "<FILL>"]]}'
 )
-COMPLETED = '[["Irene Curie", "mother", "Marie Curie"], ["Marie Curie", "born in", "Warsaw"]]'
+COMPLETED = '{"chain": [["Irene Curie", "mother", "Marie Curie"], ["Marie Curie", "born in", "Warsaw"]]}'
 QUESTION = Question("q1", "Where was the mother of Irene Curie born?", ("Warsaw",))
 
 
@@ -85,7 +85,9 @@ def test_unroll_parse_failure_falls_back_to_question_only(setup):
     llm = FakeLLM(["I am not sure.", "Sub-questions: none", "still nothing", "Answer: Paris"])
     ans = CoopRAG(llm, search, None, k=2, unroll_attempts=3).answer(QUESTION)
     unroll = ans.trace.steps[0]
-    assert len(unroll.llm_calls) == 3 and unroll.notes["fallback"].startswith("question only")
+    assert len(unroll.llm_calls) == 3 and unroll.notes["fallbacks"] == ["unroll: question only: no sub-questions and no chain"]
+    assert [c.role for c in unroll.llm_calls] == ["unroll", "unroll:retry", "unroll:retry"]
+    assert unroll.llm_calls[-1].outcome == "fallback" and ans.trace.protocol()["unroll"]["fell_back"] == 1
     assert len(unroll.notes["parse_errors"]) == 3 and unroll.notes["chain"] == []
     assert retriever.queries == [(QUESTION.text, 2)]
     assert [c.temperature for c in llm.calls[:3]] == [0.0, 0.7, 0.7] and [c.seed for c in llm.calls[:3]] == [None, 1, 2]
@@ -100,15 +102,17 @@ def test_completion_failure_keeps_masked_chain_and_empty_answer_uses_chain_tail(
     ans = CoopRAG(llm, search, None, k=2, complete_attempts=1).answer(QUESTION)
     complete = ans.trace.steps[2]
     assert complete.name == "complete" and complete.notes["chain"][-1][2] == "<FILL>"
-    assert ans.text == "" and "fallback" in ans.trace.steps[-1].notes
+    assert ans.text == "" and ans.trace.steps[-1].notes["fallbacks"][0].startswith("answer: empty answer")
+    assert ans.trace.protocol()["complete"] == {"calls": 1, "schema_decoded": 0, "parsed_first": 0, "repaired": 0,
+                                                "fell_back": 1}
     llm = FakeLLM([UNROLL, COMPLETED, "Answer:"])
     ans = CoopRAG(llm, search, None, k=2).answer(QUESTION)
-    assert ans.text == "Warsaw" and ans.trace.steps[-1].notes["fallback"].startswith("empty answer")
+    assert ans.text == "Warsaw" and ans.trace.steps[-1].notes["fallbacks"][0].startswith("answer: empty answer")
 
 
 def test_one_call_variant(setup):
     search, _ = setup
-    llm = FakeLLM([UNROLL, f"Completed Chain: {COMPLETED}\nAnswer: Warsaw"])
+    llm = FakeLLM([UNROLL, COMPLETED[:-1] + ', "answer": "Warsaw."}'])
     ans = CoopRAG(llm, search, ReverseReranker(), n=5, k=3, one_call=True).answer(QUESTION)
     assert [s.name for s in ans.trace.steps] == ["unroll", "retrieve", "rerank", "complete+answer"]
     assert [c.role for c in ans.trace.llm_calls] == ["unroll", "one_call"] and ans.text == "Warsaw"
@@ -134,14 +138,16 @@ def test_render_query_masks_setting():
 
 
 def test_parsers_tolerate_small_model_output():
-    sloppy = ("Hop count: 2\n```\nSub-questions: ['A?', 'B?',]\nTriple Reasoning Chain: [['x', 'r', '<FILL>'], "
-              "['too', 'short']]\n```")
+    sloppy = ("Here it is:\n```json\n{'hop_count': 2, sub_questions: ['A?', 'B?',], 'chain': [['x', 'r', '<FILL>'], "
+              "['too', 'short']]}\n```")
     u = P.parse_unrolled(sloppy)
     assert u.sub_questions == ("A?", "B?") and u.chain == (("x", "r", "<FILL>"),)
     with pytest.raises(ParseError):
-        P.parse_unrolled('Sub-questions: ["A?"]')
+        P.parse_unrolled('{"sub_questions": ["A?"]}')
     with pytest.raises(ParseError):
-        P.parse_unrolled('Sub-questions: []\nTriple Reasoning Chain: [["a","b","c"]]')
+        P.parse_unrolled('{"sub_questions": [], "chain": [["a","b","c"]]}')
+    with pytest.raises(ParseError):
+        P.parse_one_call('{"chain": [["a","b","c"]]}')
     assert P.parse_answer("Answer: <<FILL>>Yes<<FILL>>") == "Yes"
     assert P.parse_answer("Answer: The Vistula.\nBecause ...") == "The Vistula"
     assert P.parse_answer("Warsaw") == "Warsaw"

@@ -69,7 +69,7 @@ def test_export_keeps_correct_questions_with_exact_prompts(run_dir, tmp_path):
         {"thought": "I need Marie Curie's birthplace.", "need_retrieve": True})}
     assert all("Reply again" not in m["content"] for ex in reasoner for m in ex["messages"])
     summarizer = read(tmp_path / "sft" / "summarizer.jsonl")
-    assert summarizer[0]["messages"][-1]["content"] == "Marie Curie was born in Warsaw."
+    assert summarizer[0]["messages"][-1]["content"] == json.dumps({"notes": "Marie Curie was born in Warsaw."})
     assert "Entity: Marie Curie" in summarizer[0]["messages"][0]["content"]
     assert read(tmp_path / "sft" / "answer.jsonl")[0]["messages"][-1]["content"] == "Vistula"
     for role in ROLE_FILES:

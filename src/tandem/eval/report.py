@@ -12,7 +12,7 @@ from tandem.errors import DataError
 from tandem.eval.rundir import CONFIG_FILE, METRICS_FILE
 
 COLUMNS = ("run", "method", "questions", "em", "f1", "acc", "judge", "recall@5", "gold_doc_recall",
-           "llm_calls_per_q", "tokens_per_q", "seconds_per_q")
+           "llm_calls_per_q", "tokens_per_q", "seconds_per_q", "parse_rate", "fallback_rate")
 
 
 def load_runs(folders: list[Path]) -> list[dict[str, Any]]:

@@ -21,7 +21,7 @@ from tandem.eval.rundir import CONFIG_FILE, RunDir
 from tandem.io import atomic_open
 from tandem.llm.types import LLM
 from tandem.methods.base import Method
-from tandem.types import Question
+from tandem.types import Question, Step, merge_protocol, protocol_counts
 
 PREDICTIONS = "predictions.jsonl"
 # settings that must match for a run folder to be resumed
@@ -77,12 +77,14 @@ def run_one(method: Method, question: Question, *, judge_llm: LLM | None, reansw
     record: dict[str, Any] = {"id": question.id, "question": question.text, "golden_answers": list(question.answers)}
     try:
         answer = method.answer(question)
+        judging = Step("judge")
         scores, rewritten = score_prediction(question.text, answer.text, question.answers,
-                                             judge_llm=judge_llm, reanswer_llm=reanswer_llm)
+                                             judge_llm=judge_llm, reanswer_llm=reanswer_llm, step=judging)
         recall = gold_doc_recall(question.gold_doc_ids, answer.trace.docs_read)
         record.update({
             "prediction": answer.text, "reanswer": rewritten, "scores": scores,
             "gold_doc_recall": recall, "llm_calls": len(answer.trace.llm_calls), "tokens": answer.trace.tokens,
+            "protocol": merge_protocol([answer.trace.protocol(), protocol_counts(judging.llm_calls)]),
             "seconds": round(time.perf_counter() - start, 3), "trace": answer.trace.to_dict(),
         })
     except (TandemError, ValueError, KeyError, RuntimeError, OSError) as exc:
@@ -104,7 +106,25 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         metrics["gold_doc_recall"] = sum(recalls) / len(recalls)
     for key in ("llm_calls", "tokens", "seconds"):
         metrics[f"{key}_per_q"] = sum(r[key] for r in ok) / len(ok)
+    metrics.update(protocol_health([r.get("protocol") or {} for r in ok]))
     return metrics
+
+
+def protocol_health(rows: Sequence[dict[str, dict[str, int]]]) -> dict[str, Any]:
+    """Run-level protocol health: per-role counts, and over all structured exchanges ``fallback_rate``
+    (fell back / exchanges) and ``parse_rate`` (parsed from the first reply / exchanges). Empty when
+    the method makes no structured call."""
+    per_role = merge_protocol(list(rows))
+    calls = sum(c["calls"] for c in per_role.values())
+    if not calls:
+        return {}
+    return {
+        "structured_calls": calls,
+        "fallback_rate": sum(c["fell_back"] for c in per_role.values()) / calls,
+        "parse_rate": sum(c["parsed_first"] for c in per_role.values()) / calls,
+        "schema_decoded_rate": sum(c["schema_decoded"] for c in per_role.values()) / calls,
+        "protocol": per_role,
+    }
 
 
 def run_qa(
@@ -157,5 +177,5 @@ def run_qa(
 def metrics_row(metrics: dict[str, Any]) -> dict[str, Any]:
     """The columns of the markdown table, in the papers' order."""
     cols = ("method", "questions", "errors", "em", "f1", "acc", "judge", "rouge_l", "gold_doc_recall",
-            "llm_calls_per_q", "tokens_per_q", "seconds_per_q")
+            "llm_calls_per_q", "tokens_per_q", "seconds_per_q", "parse_rate", "fallback_rate")
     return {c: metrics[c] for c in cols if c in metrics}

@@ -1,6 +1,6 @@
 """CoopRAG (Ko, Seo, Kim, NeurIPS 2025; methods.md §1; prompts and parsers in ``cooprag_prompts``)::
 
-    S, R <- Unroll(Q)                       # sub-questions, triple chain with <UNCERTAIN>/<FILL>
+    S, R <- Unroll(Q)                       # JSON: sub-questions, triple chain with <UNCERTAIN>/<FILL>
                                             # (retried; fallback S = R = [] -> the query is Q alone)
     U    <- Q ‖ S ‖ R                       # unrolling-augmented query, one string
     D_n  <- dense top-n(U)                  # n = 100
@@ -19,19 +19,21 @@ unless the encoder was trained with them as tokens (``masks="keep"``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeVar
 
-from tandem.errors import ConfigError, ParseError
+from tandem.errors import ConfigError
 from tandem.llm.types import LLM, Message
 from tandem.methods import cooprag_prompts as P
-from tandem.methods.base import Search, call_llm
+from tandem.methods.base import Search, call_llm, call_structured
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Hit, Question, Step, Trace
 
 T = TypeVar("T")
 QUERY_PARTS = {"q": (), "q+s": ("s",), "q+r": ("r",), "q+s+r": ("s", "r")}
 MASK_MODES = ("drop", "keep")
-MAX_TOKENS = {"unroll": 256, "complete": 192, "answer": 32, "one_call": 224}
+MAX_TOKENS = {"unroll": P.UNROLL.prompt_max_tokens, "complete": P.COMPLETE.prompt_max_tokens, "answer": 32,
+              "one_call": P.ONE_CALL.prompt_max_tokens}
 
 
 def render_query(question: str, unrolled: P.Unrolled, parts: str = "q+s+r", masks: str = "drop") -> str:
@@ -54,7 +56,7 @@ class CoopRAG:
     def __init__(self, llm: LLM, search: Search, reranker: Reranker | None = None, *, n: int = 100, k: int = 5,
                  query: str = "q+s+r", masks: str = "drop", one_call: bool = False, unroll_attempts: int = 3,
                  complete_attempts: int = 3, temperature: float = 0.0, retry_temperature: float = 0.7,
-                 max_tokens: Mapping[str, int] | None = None) -> None:
+                 max_tokens: Mapping[str, int] | None = None, send_schema: bool = True) -> None:
         if query not in QUERY_PARTS:
             raise ConfigError(f"unknown CoopRAG query {query!r}; choose one of {sorted(QUERY_PARTS)}")
         if masks not in MASK_MODES:
@@ -65,27 +67,28 @@ class CoopRAG:
         self.query, self.masks, self.one_call = query, masks, one_call
         self.attempts = {"unroll": unroll_attempts, "complete": complete_attempts, "one_call": complete_attempts}
         self.temperature, self.retry_temperature = temperature, retry_temperature
+        unknown = sorted(set(max_tokens or {}) - set(MAX_TOKENS))
+        if unknown:
+            raise ConfigError(f"unknown CoopRAG max_tokens role(s) {unknown}; roles: {sorted(MAX_TOKENS)}")
         self.max_tokens = {**MAX_TOKENS, **(max_tokens or {})}
+        self.roles = {r.name: replace(r, prompt_max_tokens=self.max_tokens[r.name]) for r in (P.UNROLL, P.COMPLETE, P.ONE_CALL)}
+        self.send_schema = send_schema
 
-    def _ask(self, step: Step, role: str, messages: list[Message], parse: Callable[[str], T]) -> T | None:
-        """Call the LLM until ``parse`` accepts the reply (at most the role's attempts); None if none did.
-        Retries sample (``retry_temperature``, seed = attempt) so a cache or greedy decoding cannot repeat them."""
-        for attempt in range(self.attempts[role]):
-            sampled = attempt > 0 and self.retry_temperature > 0
-            text = call_llm(self.llm, step, role, messages, max_tokens=self.max_tokens[role],
-                            temperature=self.retry_temperature if sampled else self.temperature,
-                            seed=attempt if sampled else None)
-            try:
-                return parse(text)
-            except ParseError as exc:
-                step.notes.setdefault("parse_errors", []).append(str(exc))
-        return None
+    def _ask(self, step: Step, role: str, messages: list[Message], parse: Callable[[str], T],
+             fallback: str) -> T | None:
+        """One structured exchange: the role's attempts, retries sampled at ``retry_temperature`` (seed =
+        attempt) so a cache or greedy decoding cannot repeat them; None if no reply parsed."""
+        value, _raw = call_structured(self.llm, step, self.roles[role], messages, parse, temperature=self.temperature,
+                                      attempts=self.attempts[role], retry="resample",
+                                      retry_temperature=self.retry_temperature, send_schema=self.send_schema,
+                                      fallback=fallback)
+        return value
 
     def unroll(self, question: str, step: Step) -> P.Unrolled:
         """Step (i); on repeated parse failure, no sub-questions and no chain (noted in the step)."""
-        unrolled = self._ask(step, "unroll", P.unroll_messages(question), P.parse_unrolled)
+        unrolled = self._ask(step, "unroll", P.unroll_messages(question), P.parse_unrolled,
+                             "question only: no sub-questions and no chain")
         if unrolled is None:
-            step.notes["fallback"] = "question only: unrolling output unreadable"
             unrolled = P.Unrolled((), ())
         step.notes.update(sub_questions=list(unrolled.sub_questions), chain=[list(t) for t in unrolled.chain])
         return unrolled
@@ -108,8 +111,8 @@ class CoopRAG:
         subs, chain = unrolled.sub_questions, unrolled.chain
         if self.one_call:
             step = trace.add(Step("complete+answer"))
-            both = self._ask(step, "one_call", P.one_call_messages(question, subs, chain, docs),
-                             lambda text: (P.parse_completed(text), P.parse_answer(text)))
+            both = self._ask(step, "one_call", P.one_call_messages(question, subs, chain, docs), P.parse_one_call,
+                             "the masked chain, the answer read from the raw reply")
             completed, text = both if both is not None else (chain, P.parse_answer(step.llm_calls[-1].output))
             step.notes["chain"] = [list(t) for t in completed]
         else:
@@ -119,14 +122,14 @@ class CoopRAG:
                 step.notes["skipped"] = "no chain to complete"
             else:
                 completed = self._ask(step, "complete", P.complete_messages(question, subs, chain, docs),
-                                      P.parse_completed) or chain
+                                      P.parse_completed, "the masked chain") or chain
             step.notes["chain"] = [list(t) for t in completed]
             step = trace.add(Step("answer"))
             text = P.parse_answer(call_llm(self.llm, step, "answer", P.answer_messages(question, subs, completed, docs),
                                            max_tokens=self.max_tokens["answer"], temperature=self.temperature))
         if not text:
             text = P.chain_answer(completed)
-            step.notes["fallback"] = "empty answer: the completed chain's last tail"
+            step.notes.setdefault("fallbacks", []).append("answer: empty answer, the completed chain's last tail")
         return text
 
     def answer(self, question: Question) -> Answer:

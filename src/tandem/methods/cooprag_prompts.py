@@ -2,7 +2,9 @@
 
 The prompts paraphrase the authors' (``prompt/unrolling.txt``, ``prompt/Completion/*``) with
 shorter invented demonstrations (none from an evaluation set), so a small model's context holds them.
-Labels, masks and the answer marker are spelled once here and shared by prompt and parser.
+Unrolling, completion and the one-call variant reply in JSON under bounded schemas (the structured
+roles ``UNROLL``, ``COMPLETE``, ``ONE_CALL``); the answer step replies in text. Masks and the answer
+marker are spelled once here and shared by prompt and parser.
 """
 
 from __future__ import annotations
@@ -11,20 +13,17 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tandem.errors import ParseError
 from tandem.llm.jsonparse import parse_json
 from tandem.llm.types import Message
-from tandem.methods.base import clean_answer
+from tandem.methods.base import Role, clean_answer
 from tandem.types import Document
 
 UNCERTAIN = "<UNCERTAIN>"
 FILL = "<FILL>"
 MASKS = (UNCERTAIN, FILL)
-HOPS = "Hop Count:"
-STRUCTURE = "Reasoning Structure:"
-SUBQ = "Sub-questions:"
-CHAIN = "Triple Reasoning Chain:"
 COMPLETED = "Completed Chain:"
 ANSWER = "Answer:"
 ANSWER_TAG = "<<FILL>>"  # the authors wrap answers in it; accepted, not required
@@ -45,27 +44,54 @@ def render_chain(chain: Sequence[Triple]) -> str:
     return json.dumps([list(t) for t in chain], ensure_ascii=False)
 
 
+_PHRASE: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 48}
+TRIPLE_SCHEMA: dict[str, Any] = {"type": "array", "minItems": 3, "maxItems": 3, "items": _PHRASE}
+UNROLL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "hop_count": {"type": "integer", "minimum": 1, "maximum": 9},
+        "structure": {"type": "string", "minLength": 1, "maxLength": 120},
+        "sub_questions": {"type": "array", "minItems": 1, "maxItems": 4,
+                          "items": {"type": "string", "minLength": 1, "maxLength": 100}},
+        "chain": {"type": "array", "minItems": 1, "maxItems": 4, "items": TRIPLE_SCHEMA},
+    },
+    "required": ["hop_count", "structure", "sub_questions", "chain"],
+}
+COMPLETE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"chain": {"type": "array", "minItems": 1, "maxItems": 6, "items": TRIPLE_SCHEMA}},
+    "required": ["chain"],
+}
+ONE_CALL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {**COMPLETE_SCHEMA["properties"], "answer": {"type": "string", "minLength": 1, "maxLength": 60}},
+    "required": ["chain", "answer"],
+}
+# structured roles: schema, token budget (max_tokens of a grammar-decoded reply), prompt-only cap
+UNROLL = Role("unroll", UNROLL_SCHEMA, budget=4608, prompt_max_tokens=256)
+COMPLETE = Role("complete", COMPLETE_SCHEMA, budget=3584, prompt_max_tokens=192)
+ONE_CALL = Role("one_call", ONE_CALL_SCHEMA, budget=3840, prompt_max_tokens=224)
+
 UNROLL_SYSTEM = (
-    "You break a question into the steps needed to answer it. Write exactly four lines:\n"
-    f"{HOPS} the number of facts needed.\n"
-    f"{STRUCTURE} one sentence on how the facts connect, without stating any fact.\n"
-    f"{SUBQ} a JSON list of self-contained sub-questions (no pronouns), each answerable with one fact; "
-    "for a comparison question add a last sub-question that makes the comparison.\n"
-    f"{CHAIN} a JSON list of [head, relation, tail] triples from your own knowledge, with short noun "
-    f"phrases. Replace every entity you are not sure of with {UNCERTAIN}. The tail of the last triple "
-    f"is {FILL}."
+    "You break a question into the steps needed to answer it. Reply with one JSON object on one line:\n"
+    '{"hop_count": <the number of facts needed>, "structure": "<one sentence on how the facts connect, '
+    'without stating any fact>", "sub_questions": [<self-contained sub-questions (no pronouns), each '
+    'answerable with one fact; for a comparison question a last one that makes the comparison>], '
+    '"chain": [<[head, relation, tail] triples from your own knowledge, short noun phrases>]}\n'
+    f"In the chain, replace every entity you are not sure of with {UNCERTAIN}. The tail of the last "
+    f"triple is {FILL}."
 )
 UNROLL_DEMOS = (
     ("In which city was the mother of Irène Joliot-Curie born?",
-     "2", "Find the mother, then the city where she was born.",
+     2, "Find the mother, then the city where she was born.",
      ["Who was the mother of Irène Joliot-Curie?", "In which city was Marie Curie born?"],
      [["Irène Joliot-Curie", "mother", "Marie Curie"], ["Marie Curie", "born in", FILL]]),
     ("What is the nationality of the director of the film The Silent Harbor?",
-     "2", "Find the film's director, then the director's nationality.",
+     2, "Find the film's director, then the director's nationality.",
      ["Who directed the film The Silent Harbor?", "What is the nationality of the director of The Silent Harbor?"],
      [["The Silent Harbor", "directed by", UNCERTAIN], [UNCERTAIN, "nationality", FILL]]),
     ("Which was founded first, Oxford University or Harvard University?",
-     "3", "Find both founding dates, then compare them.",
+     3, "Find both founding dates, then compare them.",
      ["When was Oxford University founded?", "When was Harvard University founded?",
       "Which was founded first, Oxford University or Harvard University?"],
      [["Oxford University", "founded in", UNCERTAIN], ["Harvard University", "founded in", "1636"],
@@ -73,9 +99,12 @@ UNROLL_DEMOS = (
 )
 
 
-def _unroll_reply(hops: str, structure: str, subs: Sequence[str], chain: Sequence[Sequence[str]]) -> str:
-    return (f"{HOPS} {hops}\n{STRUCTURE} {structure}\n{SUBQ} {json.dumps(list(subs), ensure_ascii=False)}\n"
-            f"{CHAIN} {json.dumps([list(t) for t in chain], ensure_ascii=False)}")
+def _js(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _unroll_reply(hops: int, structure: str, subs: Sequence[str], chain: Sequence[Sequence[str]]) -> str:
+    return _js({"hop_count": hops, "structure": structure, "sub_questions": list(subs), "chain": [list(t) for t in chain]})
 
 
 def unroll_messages(question: str) -> list[Message]:
@@ -86,42 +115,29 @@ def unroll_messages(question: str) -> list[Message]:
     return [*msgs, Message("user", f"Question: {question}")]
 
 
-_LABELS = (HOPS, STRUCTURE, SUBQ, CHAIN, COMPLETED, ANSWER)
-
-
-def _section(text: str, label: str) -> str | None:
-    """The text after ``label`` up to the next known label (case-insensitive), or None if absent."""
-    match = re.search(re.escape(label), text, re.IGNORECASE)
-    if match is None:
-        return None
-    rest = text[match.end():]
-    ends = [m.start() for lab in _LABELS if lab != label
-            for m in [re.search(r"\n\s*" + re.escape(lab.rstrip(":")), rest, re.IGNORECASE)] if m]
-    return rest[: min(ends)] if ends else rest
-
-
-def parse_triples(text: str) -> tuple[Triple, ...]:
-    """A JSON-ish list of [head, relation, tail] lists; items of other lengths are dropped.
-    Raises ParseError when no triple is left."""
-    value = parse_json(text, {"type": "array"})
+def _triples(value: Any, raw: str) -> tuple[Triple, ...]:
     triples = tuple(tuple(str(x).strip() for x in item) for item in value
-                    if isinstance(item, list) and len(item) == 3)
+                    if isinstance(item, list) and len(item) == 3) if isinstance(value, list) else ()
     if not triples:
-        raise ParseError("no [head, relation, tail] triple in the output", raw=text)
+        raise ParseError("no [head, relation, tail] triple in the output", raw=raw)
     return triples  # type: ignore[return-value]
 
 
+def parse_triples(text: str) -> tuple[Triple, ...]:
+    """A JSON-ish list of [head, relation, tail] lists (or an object holding one as ``chain``); items of
+    other lengths are dropped. Raises ParseError when no triple is left."""
+    value = parse_json(text)
+    return _triples(value.get("chain") if isinstance(value, dict) else value, text)
+
+
 def parse_unrolled(text: str) -> Unrolled:
-    """Step (i)'s reply -> ``Unrolled``; raises ParseError unless both lists are readable."""
-    subs_text = _section(text, SUBQ)
-    chain_text = _section(text, CHAIN)
-    if subs_text is None or chain_text is None:
-        raise ParseError(f"missing {SUBQ!r} or {CHAIN!r} line", raw=text)
-    subs = parse_json(subs_text, {"type": "array"})
-    sub_questions = tuple(s.strip() for s in subs if isinstance(s, str) and s.strip())
+    """Step (i)'s JSON reply -> ``Unrolled``; raises ParseError unless sub-questions and chain are readable."""
+    value = parse_json(text, {"type": "object"})
+    subs = value.get("sub_questions")
+    sub_questions = tuple(s.strip() for s in subs if isinstance(s, str) and s.strip()) if isinstance(subs, list) else ()
     if not sub_questions:
         raise ParseError("no sub-question in the output", raw=text)
-    return Unrolled(sub_questions, parse_triples(chain_text))
+    return Unrolled(sub_questions, _triples(value.get("chain"), text))
 
 
 def format_documents(docs: Sequence[Document]) -> str:
@@ -137,7 +153,7 @@ def _context(question: str, sub_questions: Sequence[str], docs: Sequence[Documen
 COMPLETE_SYSTEM = (
     f"You complete a reasoning chain from documents. Replace every {UNCERTAIN} and {FILL} in the "
     "chain with words copied exactly from the documents; add triples if a step is missing. Reply with "
-    "the completed chain only, as a JSON list of [head, relation, tail] triples."
+    'one JSON object on one line: {"chain": [<the completed [head, relation, tail] triples>]}'
 )
 ANSWER_SYSTEM = (
     "You answer a question from a completed reasoning chain and documents. Give the shortest answer "
@@ -147,14 +163,15 @@ ANSWER_SYSTEM = (
 ONE_CALL_SYSTEM = (
     f"You answer a question from documents. First complete the reasoning chain: replace every {UNCERTAIN} "
     f"and {FILL} with words copied from the documents. Then give the shortest answer span (yes or no "
-    f"for a yes/no question). Reply with two lines:\n{COMPLETED} <JSON list of triples>\n{ANSWER} <span>"
+    'for a yes/no question). Reply with one JSON object on one line: {"chain": [<the completed '
+    '[head, relation, tail] triples>], "answer": "<span>"}'
 )
 
 
 def complete_messages(question: str, sub_questions: Sequence[str], chain: Sequence[Triple],
                       docs: Sequence[Document]) -> list[Message]:
     """Step (iv): fill the masks from the top-k documents."""
-    user = f"{_context(question, sub_questions, docs)}Masked Chain: {render_chain(chain)}\n{COMPLETED}"
+    user = f"{_context(question, sub_questions, docs)}Masked Chain: {render_chain(chain)}"
     return [Message("system", COMPLETE_SYSTEM), Message("user", user)]
 
 
@@ -174,11 +191,20 @@ def one_call_messages(question: str, sub_questions: Sequence[str], chain: Sequen
 
 def parse_completed(text: str) -> tuple[Triple, ...]:
     """The completed chain of step (iv) (or of the one-call reply); ParseError if unreadable."""
-    section = _section(text, COMPLETED)
-    return parse_triples(section if section is not None and "[" in section else text)
+    return parse_triples(text)
 
 
-_OTHER_LABEL = re.compile("|".join(re.escape(lab) for lab in _LABELS if lab != ANSWER), re.IGNORECASE)
+def parse_one_call(text: str) -> tuple[tuple[Triple, ...], str]:
+    """The one-call reply -> (completed chain, answer span); ParseError if either is missing."""
+    value = parse_json(text, {"type": "object"})
+    answer = value.get("answer")
+    if not isinstance(answer, str) or not clean_answer(answer):
+        raise ParseError("no string 'answer'", raw=text)
+    return _triples(value.get("chain"), text), clean_answer(answer)
+
+
+_ANSWER = re.compile(re.escape(ANSWER), re.IGNORECASE)
+_OTHER_LABEL = re.compile(re.escape(COMPLETED) + r"|[\[{]", re.IGNORECASE)
 
 
 def parse_answer(text: str) -> str:
@@ -187,8 +213,10 @@ def parse_answer(text: str) -> str:
     tagged = re.search(re.escape(ANSWER_TAG) + r"(.*?)" + re.escape(ANSWER_TAG), text, re.DOTALL)
     if tagged:
         return clean_answer(tagged.group(1))
-    section = _section(text, ANSWER)
-    if section is None:
+    found = _ANSWER.search(text)
+    if found is not None:
+        section = text[found.end():]
+    else:
         section = "\n".join(line for line in text.splitlines() if not _OTHER_LABEL.match(line.strip()))
     return clean_answer(section.replace(ANSWER_TAG, ""))
 
