@@ -169,8 +169,12 @@ def _parse_settings(items: list[str]) -> dict:
     return settings
 
 
+LLM_OPT_HELP = ("LLM option KEY=VALUE, repeatable: json_mode, timeout, max_retries, max_concurrency, ... "
+                "(per backend), temperature, max_tokens[.ROLE]. A wrong key lists the valid ones.")
+
+
 def _method_for(method: str, llm_spec: str, index_dir: Path | None, settings: dict, cache: Path | None,
-                passages: list | None = None):
+                passages: list | None = None, backend_opts: dict | None = None):
     """Build the LLM, the search over the index (if any) and the method."""
     from tandem.index import open_index
     from tandem.index.store import DocStore
@@ -180,7 +184,7 @@ def _method_for(method: str, llm_spec: str, index_dir: Path | None, settings: di
 
     if method in NEEDS_INDEX and index_dir is None:
         raise typer.BadParameter(f"method {method!r} retrieves: give --index DIR")
-    llm = load_llm(llm_spec, **({"cache": cache} if cache else {}))
+    llm = load_llm(llm_spec, **(backend_opts or {}), **({"cache": cache} if cache else {}))
     search = store = None
     if index_dir is not None:
         idx = open_index(index_dir)
@@ -206,22 +210,25 @@ def eval_qa(
     retry_errors: Annotated[bool, typer.Option(help="On resume, run failed questions again.")] = False,
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the dataset format.")] = None,
     r2former: Annotated[Optional[Path], typer.Option(help="R²-Former checkpoint for --method r2ag (= --set r2former=PATH).")] = None,
+    llm_opt: Annotated[list[str], typer.Option("--llm-opt", help=LLM_OPT_HELP)] = [],  # noqa: B006
 ) -> None:
     """Run a QA method over a dataset: predictions with traces, EM / F1 / cover-acc / judge, cost per question."""
     from tandem.corpus import load_dataset
     from tandem.eval.runner import PREDICTIONS, load_done, metrics_row, run_qa
     from tandem.llm import load_llm
+    from tandem.llm.options import parse_pairs, split_llm_options
 
+    backend_opts, generation = split_llm_options(llm, parse_pairs(llm_opt), method)
     ds = load_dataset(dataset, format=fmt)
     questions = ds.questions[:limit] if limit else ds.questions
-    hyper = _parse_settings(settings) | ({"r2former": str(r2former)} if r2former else {})
+    hyper = _parse_settings(settings) | generation | ({"r2former": str(r2former)} if r2former else {})
     cache_path = out_dir / "llm-cache.sqlite" if cache else None
     out_dir.mkdir(parents=True, exist_ok=True)
-    runner_method, main_llm, _ = _method_for(method, llm, index_dir, hyper, cache_path, ds.passages)
+    runner_method, main_llm, _ = _method_for(method, llm, index_dir, hyper, cache_path, ds.passages, backend_opts)
     judge_llm = (main_llm if judge == llm else load_llm(judge, **({"cache": cache_path} if cache_path else {}))) if judge else None
     config = {"task": "qa", "method": method, "dataset": str(dataset), "format": ds.format,
-              "index": str(index_dir) if index_dir else None, "llm": llm, "hyper": hyper, "judge": judge,
-              "reanswer": reanswer, "limit": limit, "concurrency": concurrency}
+              "index": str(index_dir) if index_dir else None, "llm": llm, "llm_opts": backend_opts, "hyper": hyper,
+              "judge": judge, "reanswer": reanswer, "limit": limit, "concurrency": concurrency}
     with progress_bar() as bar:
         task = bar.add_task(method, total=len(questions))
 
@@ -245,15 +252,18 @@ def ask(
     settings: Annotated[list[str], typer.Option("--set", help="Method hyper-parameter key=value.")] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer and trace as JSON.")] = False,
     r2former: Annotated[Optional[Path], typer.Option(help="R²-Former checkpoint for --method r2ag.")] = None,
+    llm_opt: Annotated[list[str], typer.Option("--llm-opt", help=LLM_OPT_HELP)] = [],  # noqa: B006
 ) -> None:
     """Answer one question and show the chain of evidence step by step."""
     import json
 
+    from tandem.llm.options import parse_pairs, split_llm_options
     from tandem.render import render_trace
     from tandem.types import Question
 
-    hyper = _parse_settings(settings) | ({"r2former": str(r2former)} if r2former else {})
-    runner_method, _, store = _method_for(method, llm, index_dir, hyper, None)
+    backend_opts, generation = split_llm_options(llm, parse_pairs(llm_opt), method)
+    hyper = _parse_settings(settings) | generation | ({"r2former": str(r2former)} if r2former else {})
+    runner_method, _, store = _method_for(method, llm, index_dir, hyper, None, backend_opts=backend_opts)
     answer = runner_method.answer(Question("ask", question))
     if as_json:
         out.print_json(json.dumps(answer.to_dict(), ensure_ascii=False))

@@ -40,6 +40,7 @@ def train_r2ag_command(
     lora_r: Annotated[int, typer.Option(help="> 0: LoRA rank on q_proj/v_proj (the LLM is then tuned too).")] = 0,
     seed: Annotated[int, typer.Option()] = 42,
     resume: Annotated[bool, typer.Option(help="Continue from a checkpoint in --out.")] = True,
+    llm_opt: Annotated[list[str], typer.Option("--llm-opt", help="Backend option KEY=VALUE (num_threads, dtype, ...).")] = [],  # noqa: B006
 ) -> None:
     """R²AG: train R²-Former + projection (L = L_LM + L_relevance) through a frozen LLM; prints validation JSON."""
     from tandem.corpus import load_dataset
@@ -71,7 +72,12 @@ def train_r2ag_command(
     enc = load_encoder(encoder)
     lists = {name: tr.build_lists(qs, store, enc, k=k, search=search, drop=config.drop_features)
              for name, qs in (("train", train_qs), ("val", val_qs))}
-    backend = embedding_backend(load_llm(llm))
+    from tandem.llm.options import parse_pairs, split_llm_options
+
+    backend_opts, generation = split_llm_options(llm, parse_pairs(llm_opt))
+    if generation:
+        raise typer.BadParameter(f"training takes backend options only, not {sorted(generation)}")
+    backend = embedding_backend(load_llm(llm, **backend_opts))
     if not hasattr(backend, "model"):
         raise typer.BadParameter("training needs an in-process LLM (--llm local or hf:PATH)")
     log = tr.train_r2ag(backend, lists["train"], lists["val"], out_dir, config, encoder_name=encoder, resume=resume)

@@ -26,7 +26,7 @@ JUDGE_PROMPT = (
     'as JSON: {{"verdict": "Yes"}} or {{"verdict": "No"}}.'
 )
 JUDGE = Role("judge", {"type": "object", "properties": {"verdict": {"enum": ["Yes", "No"]}}, "required": ["verdict"]},
-             budget=24, prompt_max_tokens=8)
+             budget=24, prompt_max_tokens=12)
 REANSWER_PROMPT = (
     "Rewrite the response below as the shortest possible answer to the question: an entity, a date, a "
     "number or a short phrase; 'yes' or 'no' for a yes/no question. Reply with the answer only.\n\n"

@@ -25,7 +25,7 @@ from tandem.types import Question, Step, merge_protocol, protocol_counts
 
 PREDICTIONS = "predictions.jsonl"
 # settings that must match for a run folder to be resumed
-RESUME_KEYS = ("method", "dataset", "index", "llm", "hyper", "judge", "reanswer")
+RESUME_KEYS = ("method", "dataset", "index", "llm", "llm_opts", "hyper", "judge", "reanswer")
 
 
 def load_done(path: Path) -> dict[str, dict[str, Any]]:
@@ -143,7 +143,7 @@ def run_qa(
     run = RunDir(out_dir)
     if (run.folder / CONFIG_FILE).exists():
         old = run.read_config()
-        changed = [k for k in RESUME_KEYS if old.get(k) != config.get(k)]
+        changed = [k for k in RESUME_KEYS if (old.get(k) or None) != (config.get(k) or None)]
         if changed:
             raise ConfigError(f"{out_dir} holds a run with other settings ({', '.join(changed)}): use another --out")
     run.write_config(config)

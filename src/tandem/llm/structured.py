@@ -130,25 +130,53 @@ def _set_free_strings(schema: dict[str, Any], length: int) -> None:
         _set_free_strings(schema["items"], length)
 
 
+def _string_nodes(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    nodes = [schema] if "maxLength" in schema else []
+    for sub in (schema.get("properties") or {}).values():
+        nodes += _string_nodes(sub)
+    if isinstance(schema.get("items"), dict):
+        nodes += _string_nodes(schema["items"])
+    return nodes
+
+
 def bound_schema(schema: dict[str, Any], max_tokens: int, *, max_items: int = DEFAULT_MAX_ITEMS) -> dict[str, Any]:
     """A copy of ``schema`` whose every reply fits in ``max_tokens`` (see module doc).
 
-    Limits the schema states are kept; strings without ``maxLength`` share what the budget leaves.
-    Raises ConfigError when the stated limits alone exceed the budget or leave no room for text.
+    Strings without ``maxLength`` share what the budget leaves after the rest; when the stated string
+    limits alone exceed the budget they are all scaled down by one factor until the reply fits.
+    Raises ConfigError when even one character per string does not fit.
     """
     bounded = copy.deepcopy(schema)
     _close(bounded, max_items)
     fixed, free = _cost(bounded)
-    room = max_tokens - 1 - fixed
     if free:
-        length = room // (BYTES_PER_CHAR * free)
-        if length < 1:
-            raise ConfigError(f"a token budget of {max_tokens} leaves no room for the schema's {free} string(s)")
-        _set_free_strings(bounded, length)
-    need = worst_case_tokens(bounded)
-    if need > max_tokens:
-        raise ConfigError(f"the schema's own limits need up to {need} tokens, more than the budget of {max_tokens}")
+        length = (max_tokens - 1 - fixed) // (BYTES_PER_CHAR * free)
+        _set_free_strings(bounded, max(1, length))
+    nodes = _string_nodes(bounded)
+    stated = [int(n["maxLength"]) for n in nodes]
+    lo, hi = 0.0, 1.0
+    for _ in range(30):  # the largest common scale of the string limits that fits the budget
+        if _fits(nodes, stated, hi, bounded, max_tokens):
+            break
+        mid = (lo + hi) / 2
+        if _fits(nodes, stated, mid, bounded, max_tokens):
+            lo = mid
+        else:
+            hi = mid
+    else:
+        hi = lo
+    if not _fits(nodes, stated, hi, bounded, max_tokens):
+        raise ConfigError(f"a token budget of {max_tokens} is too small for this schema "
+                          f"(it needs {worst_case_tokens(bounded)} tokens with one character per string)")
     return bounded
+
+
+def _fits(nodes: list[dict[str, Any]], stated: list[int], scale: float, schema: dict[str, Any], budget: int) -> bool:
+    for node, length in zip(nodes, stated, strict=True):
+        node["maxLength"] = max(1, int(length * scale))
+        if "minLength" in node:
+            node["minLength"] = min(int(node["minLength"]), node["maxLength"])
+    return worst_case_tokens(schema) <= budget
 
 
 class JSONConstraint:

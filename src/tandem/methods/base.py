@@ -4,7 +4,7 @@ land in the trace, and the brevity answer prompt the baselines use."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -78,6 +78,20 @@ class Role:
     @cached_property
     def bounded(self) -> dict[str, Any]:
         return bound_schema(self.schema, self.budget)
+
+
+def role_budgets(roles: Mapping[str, Role], text_caps: Mapping[str, int], overrides: Mapping[str, int],
+                 method: str) -> tuple[dict[str, Role], dict[str, int]]:
+    """Apply per-role ``max_tokens`` overrides: a structured role's budget (its schema is re-bounded to it;
+    the prompt-only cap never exceeds it), or a text role's cap. Unknown roles are a ConfigError."""
+    unknown = sorted(set(overrides) - set(roles) - set(text_caps))
+    if unknown:
+        raise ConfigError(f"unknown {method} max_tokens role(s) {unknown}; roles: {sorted({*roles, *text_caps})}")
+    out_roles = {name: replace(role, budget=overrides[name], prompt_max_tokens=min(role.prompt_max_tokens, overrides[name]))
+                 if name in overrides else role for name, role in roles.items()}
+    for role in out_roles.values():
+        _ = role.bounded  # a budget too small for the schema fails here, at construction
+    return out_roles, {**text_caps, **{k: v for k, v in overrides.items() if k in text_caps}}
 
 
 REPAIR_PROMPT = (

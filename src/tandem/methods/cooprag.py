@@ -19,21 +19,18 @@ unless the encoder was trained with them as tokens (``masks="keep"``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any, TypeVar
 
 from tandem.errors import ConfigError
 from tandem.llm.types import LLM, Message
 from tandem.methods import cooprag_prompts as P
-from tandem.methods.base import Search, call_llm, call_structured
+from tandem.methods.base import Search, call_llm, call_structured, role_budgets
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Hit, Question, Step, Trace
 
 T = TypeVar("T")
 QUERY_PARTS = {"q": (), "q+s": ("s",), "q+r": ("r",), "q+s+r": ("s", "r")}
 MASK_MODES = ("drop", "keep")
-MAX_TOKENS = {"unroll": P.UNROLL.prompt_max_tokens, "complete": P.COMPLETE.prompt_max_tokens, "answer": 32,
-              "one_call": P.ONE_CALL.prompt_max_tokens}
 
 
 def render_query(question: str, unrolled: P.Unrolled, parts: str = "q+s+r", masks: str = "drop") -> str:
@@ -67,11 +64,8 @@ class CoopRAG:
         self.query, self.masks, self.one_call = query, masks, one_call
         self.attempts = {"unroll": unroll_attempts, "complete": complete_attempts, "one_call": complete_attempts}
         self.temperature, self.retry_temperature = temperature, retry_temperature
-        unknown = sorted(set(max_tokens or {}) - set(MAX_TOKENS))
-        if unknown:
-            raise ConfigError(f"unknown CoopRAG max_tokens role(s) {unknown}; roles: {sorted(MAX_TOKENS)}")
-        self.max_tokens = {**MAX_TOKENS, **(max_tokens or {})}
-        self.roles = {r.name: replace(r, prompt_max_tokens=self.max_tokens[r.name]) for r in (P.UNROLL, P.COMPLETE, P.ONE_CALL)}
+        self.roles, self.max_tokens = role_budgets({r.name: r for r in (P.UNROLL, P.COMPLETE, P.ONE_CALL)},
+                                                   {"answer": 32}, max_tokens or {}, "CoopRAG")
         self.send_schema = send_schema
 
     def _ask(self, step: Step, role: str, messages: list[Message], parse: Callable[[str], T],

@@ -39,7 +39,7 @@ from tandem.index.build import Index
 from tandem.index.store import DocStore
 from tandem.llm.types import LLM, Message
 from tandem.methods import dualrag_prompts as P
-from tandem.methods.base import Role, Search, call_llm, call_structured, clean_answer
+from tandem.methods.base import Role, Search, call_llm, call_structured, clean_answer, role_budgets
 from tandem.methods.ircot import extract_answer, first_sentence
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Hit, Question, Step, Trace
@@ -120,7 +120,7 @@ class DualRAG:
                  role_llms: Mapping[str, LLM] | None = None, max_iter: int = 5, topk: int = 50,
                  rerank_topk: int = 10, use_reasoner: bool = True, use_entity_identifier: bool = True,
                  use_outline: bool = True, answer_style: str = "short", max_entities: int | None = None,
-                 temperature: float = 0.0, send_schema: bool = True) -> None:
+                 temperature: float = 0.0, send_schema: bool = True, max_tokens: Mapping[str, int] | None = None) -> None:
         _check_roles(role_llms or {})
         if answer_style not in P.ANSWER_STYLES:
             raise ConfigError(f"unknown answer_style {answer_style!r}; choose one of {sorted(P.ANSWER_STYLES)}")
@@ -133,6 +133,7 @@ class DualRAG:
         self.use_reasoner, self.use_entity_identifier, self.use_outline = use_reasoner, use_entity_identifier, use_outline
         self.answer_style, self.max_entities, self.temperature = answer_style, max_entities, temperature
         self.send_schema = send_schema
+        self.roles, self.max_tokens = role_budgets(P.STRUCTURED_ROLES, MAX_TOKENS, max_tokens or {}, "DualRAG")
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -154,7 +155,7 @@ class DualRAG:
         style = self.answer_style
         text = call_llm(self.llms["answer"], final, "answer",
                         P.answer_messages(outline.render(), question.text, thoughts, style),
-                        max_tokens=MAX_TOKENS["answer" if style == "short" else "answer:complete"],
+                        max_tokens=self.max_tokens["answer" if style == "short" else "answer:complete"],
                         temperature=self.temperature)
         return Answer(question.id, clean_answer(text) if style == "short" else text.strip(), trace, self.name)
 
@@ -164,7 +165,7 @@ class DualRAG:
         if not self.use_reasoner:  # IRCoT-style: one sentence, retrieve until the answer marker
             raw = call_llm(self.llms[P.THOUGHT_ROLE], step, P.THOUGHT_ROLE,
                            P.thought_messages(outline.render(), question, thoughts),
-                           max_tokens=MAX_TOKENS[P.THOUGHT_ROLE], temperature=self.temperature, stop=("\n",))
+                           max_tokens=self.max_tokens[P.THOUGHT_ROLE], temperature=self.temperature, stop=("\n",))
             thought = first_sentence(raw) or question
             return thought, extract_answer(thought) is None
         parsed, raw = self._json(step, P.REASONER, P.reasoner_messages(outline.render(), question, thoughts),
@@ -224,7 +225,7 @@ class DualRAG:
     def _json(self, step: Step, role: Role, messages: list[Message], parse: Callable[[str], T],
               fallback: str) -> tuple[T | None, str]:
         """One structured exchange of ``role`` (one repair round); (value or None, the first raw reply)."""
-        return call_structured(self.llms[role.name], step, role, messages, parse, temperature=self.temperature,
+        return call_structured(self.llms[role.name], step, self.roles[role.name], messages, parse, temperature=self.temperature,
                                stop=P.JSON_STOP, send_schema=self.send_schema, fallback=fallback)
 
 
