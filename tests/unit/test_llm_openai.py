@@ -140,6 +140,20 @@ def test_json_modes_shape_the_body() -> None:
     assert prompt_body["seed"] == 7
 
 
+@pytest.mark.parametrize(("owner", "mode"), [("vllm", "schema"), ("sglang", "schema"), ("ollama", "object"),
+                                             ("someone", "prompt")])
+def test_auto_json_mode_follows_the_server(owner, mode) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+    with FakeOpenAIServer(answer='{"a":"x"}', owned_by=owner) as srv:
+        llm = client(srv)
+        resp = llm.complete(LLMRequest.from_prompt("q", json_schema=schema))
+        assert llm.json_mode == mode and llm.detected_owner == owner and llm.constrains_json == (mode == "schema")
+        assert resp.constrained == (mode == "schema")
+        assert ("response_format" in srv.requests[-1]) == (mode != "prompt")
+    dead = OpenAILLM("m", "http://127.0.0.1:9/v1", max_retries=0, connect_timeout=0.5)
+    assert dead.json_mode == "prompt"  # nothing to ask: the request itself will say the server is down
+
+
 def test_bad_settings_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="json_mode"):
         OpenAILLM("m", "http://127.0.0.1:1/v1", json_mode="grammar")

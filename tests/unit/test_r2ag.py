@@ -38,36 +38,6 @@ from tandem.train.r2former import (
 )
 from tandem.types import Document, Hit, Question
 
-CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<reponame>"]
-
-
-@pytest.fixture(scope="module")
-def tiny_llm(tmp_path_factory) -> HFLLM:
-    """A 1-layer random Llama (hidden 32) with a byte-level BPE tokenizer and a chat template."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    corpus = ["Marie Curie was born in Warsaw.", "Question: Answer: similarity Title search results answer only"] * 5
-    bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=SPECIAL,
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", unk_token="<|endoftext|>",
-                                  pad_token="<|endoftext|>")
-    tok.chat_template = CHAT
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
-                      eos_token_id=tok.convert_tokens_to_ids("<|im_end|>"), pad_token_id=0)
-    folder = tmp_path_factory.mktemp("tiny-llama")
-    LlamaForCausalLM(cfg).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return HFLLM(str(folder), num_threads=1)
-
-
 @pytest.fixture
 def docs(small_docs) -> list[Document]:
     return small_docs

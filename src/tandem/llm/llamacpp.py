@@ -41,8 +41,12 @@ class LlamaCppLLM:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         spec: str | None = None,
+        json_mode: str = "schema",
         **llama_kwargs: Any,
     ) -> None:
+        if json_mode not in ("schema", "prompt"):
+            raise ConfigError(f"unknown json_mode {json_mode!r} for llamacpp; modes: ['prompt', 'schema']")
+        self.json_mode = json_mode
         try:
             llama_cpp = importlib.import_module("llama_cpp")
         except ImportError as exc:
@@ -58,9 +62,16 @@ class LlamaCppLLM:
         self.spec = spec or f"llamacpp:{path}"
         self._lock = threading.Lock()
 
+    @property
+    def constrains_json(self) -> bool:
+        """True when schema requests are decoded under llama.cpp's grammar for the schema."""
+        return self.json_mode == "schema"
+
     def complete(self, req: LLMRequest) -> LLMResponse:
-        """Chat completion through the model's own chat template; JSON schema as a prompt instruction."""
-        messages = [m.to_dict() for m in with_json_instruction(req)]
+        """Chat completion through the model's own chat template; a JSON schema becomes llama.cpp's
+        grammar (``json_mode="schema"``) or an instruction in the prompt."""
+        constrained = req.json_schema is not None and self.constrains_json
+        messages = [m.to_dict() for m in (req.messages if constrained else with_json_instruction(req))]
         kwargs: dict[str, Any] = {
             "messages": messages,
             "max_tokens": req.max_tokens,
@@ -69,6 +80,8 @@ class LlamaCppLLM:
         }
         if req.seed is not None:
             kwargs["seed"] = req.seed
+        if constrained:
+            kwargs["response_format"] = {"type": "json_object", "schema": req.json_schema}
         start = time.perf_counter()
         with self._lock:
             try:
@@ -85,4 +98,5 @@ class LlamaCppLLM:
             latency_s=time.perf_counter() - start,
             finish_reason="stop" if hit else str(choice.get("finish_reason") or "stop"),
             model=self.name,
+            constrained=constrained,
         )

@@ -12,6 +12,7 @@ import os
 import random
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -19,7 +20,10 @@ import httpx
 from tandem.errors import ConfigError, LLMError
 from tandem.llm.types import LLMRequest, LLMResponse, truncate_at_stop, with_json_instruction
 
-JSON_MODES = ("prompt", "schema", "object")
+JSON_MODES = ("auto", "prompt", "schema", "object")
+# GET /v1/models "owned_by" -> the structured output the server has (json_mode="auto")
+SERVER_JSON_MODES = {"vllm": "schema", "sglang": "schema", "openai": "schema", "system": "schema",
+                     "llamacpp": "schema", "ollama": "object", "library": "object"}
 RETRY_STATUS = frozenset({408, 409, 425, 429})
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -45,9 +49,12 @@ class OpenAILLM:
         backoff_base / backoff_max: sleep ``min(backoff_max, backoff_base * 2**n)`` plus up to 50 %
             random jitter before retry ``n``; a 429's ``Retry-After`` is honoured up to ``backoff_max``.
         max_concurrency: requests in flight at once from this instance (others wait).
-        json_mode: how ``LLMRequest.json_schema`` is passed on: ``"prompt"`` (instruction in the
-            prompt, works everywhere), ``"schema"`` (``response_format={"type": "json_schema"}``,
-            vLLM/SGLang/OpenAI), ``"object"`` (``{"type": "json_object"}`` plus the instruction).
+        json_mode: how ``LLMRequest.json_schema`` is passed on: ``"auto"`` (default: chosen from the
+            server's ``GET /models`` ``owned_by``, see :data:`SERVER_JSON_MODES`; ``prompt`` for a server
+            it does not know), ``"prompt"`` (instruction in the prompt, works everywhere), ``"schema"``
+            (``response_format={"type": "json_schema"}``: vLLM, SGLang, OpenAI, llama.cpp server; the
+            reply is decoded under the schema), ``"object"`` (``{"type": "json_object"}`` plus the
+            instruction: Ollama).
         extra_body: merged into every request body (e.g. ``{"top_p": 1.0}``).
     """
 
@@ -64,7 +71,7 @@ class OpenAILLM:
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
         max_concurrency: int = 8,
-        json_mode: str = "prompt",
+        json_mode: str = "auto",
         extra_body: dict[str, Any] | None = None,
         spec: str | None = None,
         transport: httpx.BaseTransport | None = None,
@@ -84,7 +91,8 @@ class OpenAILLM:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.max_concurrency = max_concurrency
-        self.json_mode = json_mode
+        self._json_mode = json_mode
+        self.detected_owner: str | None = None
         self.extra_body = dict(extra_body or {})
         key = api_key if api_key is not None else os.environ.get(api_key_env, "")
         headers = {"Authorization": f"Bearer {key or 'EMPTY'}", "Content-Type": "application/json"}
@@ -99,13 +107,41 @@ class OpenAILLM:
 
     # -- public -----------------------------------------------------------------------------
 
+    @property
+    def json_mode(self) -> str:
+        """The JSON mode in force; ``auto`` is resolved on first use from ``GET /models``."""
+        if self._json_mode == "auto":
+            self._json_mode = self._detect_json_mode()
+        return self._json_mode
+
+    @property
+    def constrains_json(self) -> bool:
+        """True when schema requests are decoded under the schema by the server (``json_mode="schema"``)."""
+        return self.json_mode == "schema"
+
+    def _detect_json_mode(self) -> str:
+        """``owned_by`` of this model (or the first one) in ``GET /models`` -> a JSON mode; ``prompt``
+        when the server does not say or cannot be asked (a dead server fails later with its own error)."""
+        try:
+            resp = self._client.get("/models", timeout=10.0)
+            entries = resp.json().get("data") or [] if resp.status_code == 200 else []
+        except (httpx.HTTPError, json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+            return "prompt"
+        entries = [e for e in entries if isinstance(e, dict)]
+        mine = [e for e in entries if e.get("id") == self.name] or entries
+        owner = str(mine[0].get("owned_by", "")).lower() if mine else ""
+        self.detected_owner = owner or None
+        return SERVER_JSON_MODES.get(owner, "prompt")
+
     def complete(self, req: LLMRequest) -> LLMResponse:
         """Send ``req``; retry transient failures; raise :class:`LLMError` when retries run out."""
-        return self._send(self.request_body(req), req)
+        return self._send(self.request_body(req), req,
+                          constrained=req.json_schema is not None and self.json_mode == "schema")
 
     def request_body(self, req: LLMRequest) -> dict[str, Any]:
         """The JSON body sent for ``req`` (exposed for tests and debugging)."""
-        messages = req.messages if self.json_mode == "schema" else with_json_instruction(req)
+        mode = self.json_mode
+        messages = req.messages if mode == "schema" else with_json_instruction(req)
         body: dict[str, Any] = {
             "model": self.name,
             "messages": [m.to_dict() for m in messages],
@@ -116,12 +152,13 @@ class OpenAILLM:
             body["stop"] = list(req.stop)
         if req.seed is not None:
             body["seed"] = req.seed
-        if req.json_schema is not None and self.json_mode == "schema":
+        if req.json_schema is not None and mode == "schema":
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": str(req.json_schema.get("title", "answer")), "schema": req.json_schema},
+                "json_schema": {"name": str(req.json_schema.get("title", "answer")), "schema": req.json_schema,
+                                "strict": True},
             }
-        elif req.json_schema is not None and self.json_mode == "object":
+        elif req.json_schema is not None and mode == "object":
             body["response_format"] = {"type": "json_object"}
         body.update(self.extra_body)
         return body
@@ -144,7 +181,7 @@ class OpenAILLM:
         return self._send(body, req, "/completions", "prompt-embeds request")
 
     def _send(self, body: dict[str, Any], req: LLMRequest, path: str = "/chat/completions",
-              what: str = "request") -> LLMResponse:
+              what: str = "request", constrained: bool = False) -> LLMResponse:
         """POST ``body`` to ``path`` within the concurrency bound; retry
         transient failures with backoff; raise :class:`LLMError` when retries run out."""
         start = time.perf_counter()
@@ -153,7 +190,7 @@ class OpenAILLM:
             try:
                 with self._slots:
                     data = self._post(body, path)
-                return self._to_response(data, req, time.perf_counter() - start)
+                return replace(self._to_response(data, req, time.perf_counter() - start), constrained=constrained)
             except _RetryableError as exc:
                 last = str(exc)
                 if attempt == self.max_retries:

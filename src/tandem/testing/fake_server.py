@@ -73,8 +73,10 @@ class FakeOpenAIServer:
         latency_s: float = 0.0,
         faults: Sequence[Fault] = (),
         model: str = "fake-model",
+        owned_by: str = "fake",
     ) -> None:
         self.answer = answer
+        self.owned_by = owned_by
         self.latency_s = latency_s
         self.faults = list(faults)
         self.model = model
@@ -182,7 +184,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         """``/v1/models`` lists the one model."""
         if self.path.rstrip("/") == "/v1/models":
-            self._send(200, {"object": "list", "data": [{"id": self.server_state.model, "object": "model"}]})
+            self._send(200, {"object": "list", "data": [{"id": self.server_state.model, "object": "model",
+                                                        "owned_by": self.server_state.owned_by}]})
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
