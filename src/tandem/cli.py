@@ -12,6 +12,7 @@ from rich.table import Table
 
 from tandem.cli_common import console, out, progress_bar
 from tandem.cli_federate import federate_app
+from tandem.cli_llm import llm_app
 from tandem.cli_r2ag import register as register_r2ag
 from tandem.errors import TandemError
 
@@ -25,6 +26,7 @@ app.add_typer(export_app, name="export")
 train_app = typer.Typer(help="Fine-tune models.", no_args_is_help=True)
 app.add_typer(train_app, name="train")
 app.add_typer(federate_app, name="federate")
+app.add_typer(llm_app, name="llm")
 register_r2ag(train_app)
 
 

@@ -1,0 +1,42 @@
+"""``tandem llm ...``: run a real vLLM server for the embedded model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tandem.cli_common import console, out
+
+llm_app = typer.Typer(help="LLM servers for tandem's OpenAI backend.", no_args_is_help=True)
+
+
+@llm_app.command("serve")
+def serve(
+    port: Annotated[int, typer.Option(help="Port on --host.")] = 8011,
+    host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
+    model: Annotated[str, typer.Option(help="local (the embedded SmolLM2, converted once) or a Hugging Face model folder.")] = "local",
+    python: Annotated[Optional[str], typer.Option(help="Python with vLLM (default: $TANDEM_VLLM_PYTHON, ./.venv-vllm).")] = None,
+    max_model_len: Annotated[int, typer.Option(help="Context length vLLM reserves for.")] = 8192,
+    log: Annotated[Optional[Path], typer.Option(help="Write vLLM's output here instead of the terminal.")] = None,
+    extra: Annotated[list[str], typer.Option("--vllm-arg", help="One more argument for vLLM, repeatable.")] = [],  # noqa: B006
+) -> None:
+    """Start vLLM's OpenAI server (prompt embeddings on, whitespace-free JSON-schema decoding) and print
+    the --llm spec to use; Ctrl-C stops it. Set up vLLM first: bash scripts/setup_vllm.sh."""
+    from tandem.llm import serve as S
+
+    process, spec = S.start_vllm(model, python=python, host=host, port=port, log=log, max_model_len=max_model_len,
+                                 extra=extra)
+    base = spec.split("@", 1)[1]
+    console.print(f"starting vLLM (first start compiles for a few minutes): {base}")
+    try:
+        S.wait_ready(base, process, log=log)
+        out.print(f"ready: --llm '{spec}'")
+        process.wait()
+    except KeyboardInterrupt:
+        console.print("stopping vLLM")
+    finally:
+        S.stop(process)
+    if process.returncode not in (0, -15, None):
+        raise typer.Exit(1)
