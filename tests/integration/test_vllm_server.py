@@ -35,7 +35,11 @@ PORT = int(os.environ.get("TANDEM_VLLM_TEST_PORT", "8012"))
 
 @pytest.fixture(scope="session")
 def vllm(tmp_path_factory):
-    """(spec, process) of a vLLM server on 127.0.0.1, started once, stopped at the end."""
+    """(spec, process) of a vLLM server on 127.0.0.1, started once, stopped at the end
+    (``TANDEM_VLLM_SPEC=openai:smollm2@http://127.0.0.1:8011/v1`` reuses a running one)."""
+    if os.environ.get("TANDEM_VLLM_SPEC"):
+        yield os.environ["TANDEM_VLLM_SPEC"], None
+        return
     reason = os.environ.get("TANDEM_VLLM_UNAVAILABLE")
     if reason:
         pytest.skip(f"vLLM cannot be installed on this machine: {reason}")
