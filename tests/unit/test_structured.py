@@ -19,7 +19,12 @@ from transformers import PreTrainedTokenizerFast
 from tandem.errors import ConfigError
 from tandem.eval.judge import JUDGE
 from tandem.llm.jsonparse import parse_json, validate
-from tandem.llm.structured import GRAMMAR_OPTIONS, JSONConstraint, bound_schema, worst_case_tokens
+from tandem.llm.structured import (
+    GRAMMAR_OPTIONS,
+    JSONConstraint,
+    bound_schema,
+    worst_case_tokens,
+)
 from tandem.llm.types import LLMRequest
 from tandem.methods import cooprag_prompts as C
 from tandem.methods import dualrag_prompts as D

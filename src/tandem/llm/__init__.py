@@ -11,7 +11,14 @@ from tandem.llm.cache import CachedLLM, cache_key
 from tandem.llm.jsonparse import JSONCompletion, complete_json, parse_json, validate
 from tandem.llm.openai_compat import OpenAILLM
 from tandem.llm.registry import REGISTRY, load_llm, parse_spec, split_model_url
-from tandem.llm.types import LLM, LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
+from tandem.llm.types import (
+    LLM,
+    LLMRequest,
+    LLMResponse,
+    Message,
+    truncate_at_stop,
+    with_json_instruction,
+)
 
 __all__ = [
     "LLM",

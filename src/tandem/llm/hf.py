@@ -25,7 +25,13 @@ from transformers import (
 
 from tandem.errors import ConfigError, ModelNotFoundError
 from tandem.llm.structured import JSONConstraint
-from tandem.llm.types import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
+from tandem.llm.types import (
+    LLMRequest,
+    LLMResponse,
+    Message,
+    truncate_at_stop,
+    with_json_instruction,
+)
 from tandem.models import offline_env, resolve_model
 
 # Tokens that end an assistant turn in common chat templates; any present in the vocabulary is

@@ -16,7 +16,12 @@ import time
 from typing import Any
 
 from tandem.errors import ConfigError, LLMError
-from tandem.llm.types import LLMRequest, LLMResponse, truncate_at_stop, with_json_instruction
+from tandem.llm.types import (
+    LLMRequest,
+    LLMResponse,
+    truncate_at_stop,
+    with_json_instruction,
+)
 from tandem.models import resolve_model
 
 INSTALL_HINT = (

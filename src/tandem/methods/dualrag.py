@@ -39,7 +39,14 @@ from tandem.index.build import Index
 from tandem.index.store import DocStore
 from tandem.llm.types import LLM, Message
 from tandem.methods import dualrag_prompts as P
-from tandem.methods.base import Role, Search, call_llm, call_structured, clean_answer, role_budgets
+from tandem.methods.base import (
+    Role,
+    Search,
+    call_llm,
+    call_structured,
+    clean_answer,
+    role_budgets,
+)
 from tandem.methods.ircot import extract_answer, first_sentence
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Hit, Question, Step, Trace

@@ -15,7 +15,13 @@ import re
 
 from tandem.errors import ConfigError
 from tandem.llm.types import LLM, Message
-from tandem.methods.base import Search, brief_answer_messages, call_llm, clean_answer, format_docs
+from tandem.methods.base import (
+    Search,
+    brief_answer_messages,
+    call_llm,
+    clean_answer,
+    format_docs,
+)
 from tandem.types import Answer, Document, Question, Step, Trace
 
 ANSWER_MARKER = "So the answer is:"

@@ -29,7 +29,13 @@ from tandem.index.store import DocStore
 from tandem.llm.types import LLM
 from tandem.methods.base import Search
 from tandem.methods.r2ag_prompts import build_prompt, choose_placeholder, parse_answer
-from tandem.train.r2former import LORA_DIR, R2Former, list_features, load_r2former, sort_by_relevance
+from tandem.train.r2former import (
+    LORA_DIR,
+    R2Former,
+    list_features,
+    load_r2former,
+    sort_by_relevance,
+)
 from tandem.types import Answer, Document, Hit, LLMCall, Question, Step, Trace
 
 DOC_SOURCES = ("retrieve", "context")
