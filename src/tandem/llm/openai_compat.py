@@ -145,7 +145,7 @@ class OpenAILLM:
 
     def request_body(self, req: LLMRequest) -> dict[str, Any]:
         """The JSON body sent for ``req`` (exposed for tests and debugging)."""
-        mode = self.json_mode
+        mode = self.json_mode if req.json_schema is not None else "prompt"  # no schema: nothing to resolve
         messages = req.messages if mode == "schema" else with_json_instruction(req)
         body: dict[str, Any] = {
             "model": self.name,
