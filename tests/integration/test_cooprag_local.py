@@ -78,6 +78,9 @@ def test_cooprag_one_question_with_smollm2(small):
     calls = answer.trace.llm_calls
     assert 2 <= len(calls) <= 7 and all(c.completion_tokens > 0 for c in calls)
     assert answer.trace.steps[1].queries[0].startswith(question.text)
+    assert answer.trace.protocol()["unroll"] == {"calls": 1, "schema_decoded": 1, "parsed_first": 1, "repaired": 0,
+                                                 "fell_back": 0}
+    assert answer.trace.steps[0].notes["sub_questions"]  # U carries the unrolling
 
 
 def test_cli_index_extras_rala(small, tmp_path):

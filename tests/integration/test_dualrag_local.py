@@ -24,7 +24,7 @@ def test_dualrag_one_question_on_local_models(tmp_path):
     build_index(docs, tmp_path / "idx", kind="dense")
     idx = open_index(tmp_path / "idx")
     search = Search(open_retriever(idx), idx.store)
-    method = build_method("dualrag", load_llm("local"), search, max_iter=2, send_schema=False, topk=5, rerank_topk=3)
+    method = build_method("dualrag", load_llm("local"), search, max_iter=2, topk=5, rerank_topk=3)
     answer = method.answer(question)
 
     steps = answer.trace.steps
@@ -32,6 +32,9 @@ def test_dualrag_one_question_on_local_models(tmp_path):
     roles = [c.role for c in answer.trace.llm_calls]
     assert roles[0] == "reasoner" and roles[-1] == "answer"
     assert all(c.prompt_tokens > 0 and c.completion_tokens > 0 for c in answer.trace.llm_calls)
+    structured = [c for c in answer.trace.llm_calls if c.structured]
+    assert structured and all(c.constrained for c in structured)  # decoded under the role schemas
+    assert sum(r["fell_back"] for r in answer.trace.protocol().values()) == 0
     first = steps[0].notes
     assert isinstance(first["thought"], str) and isinstance(first["need_retrieve"], bool)
     if first["need_retrieve"]:  # retrieval happened: entities, hits <= rerank_topk, outline recorded
