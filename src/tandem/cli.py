@@ -8,15 +8,19 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tandem.cli_common import console, out, progress_bar
 from tandem.cli_federate import federate_app
 from tandem.cli_llm import llm_app
 from tandem.cli_r2ag import register as register_r2ag
-from tandem.errors import TandemError
+from tandem.errors import RunError, TandemError
+from tandem.outdir import check_owned, folder_lock, recover_swap
+from tandem.secrets import redact
 
-app = typer.Typer(help="tandem: retrieval-augmented multi-hop QA, retriever and LLM working together.", no_args_is_help=True)
+app = typer.Typer(help="tandem: retrieval-augmented multi-hop QA, retriever and LLM working together.", no_args_is_help=True,
+                  pretty_exceptions_show_locals=False)
 eval_app = typer.Typer(help="Evaluate retrieval or QA methods on a dataset.", no_args_is_help=True)
 data_app = typer.Typer(help="Inspect datasets and corpora.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
@@ -32,20 +36,39 @@ register_r2ag(train_app)
 
 def _load_docs(dataset: Path | None, corpus: Path | None, fmt: str | None, skip_bad: bool,
                max_tokens: int, overlap: int) -> list:
-    from tandem.corpus import load_corpus, load_dataset
+    from tandem.corpus import load_corpus
+    from tandem.io import ReadStats
 
     if (dataset is None) == (corpus is None):
         raise typer.BadParameter("give exactly one of --dataset or --corpus")
     if dataset is not None:
-        ds = load_dataset(dataset, format=fmt, skip_bad=skip_bad)
-        for note in ds.notes:
-            console.print(f"[yellow]{note}")
-        console.print(f"{ds.path}: {ds.format}, {len(ds.questions)} questions, pool of {len(ds.passages)} passages")
-        return ds.passages
+        return _dataset(dataset, fmt, skip_bad).passages
     assert corpus is not None
-    docs = load_corpus(corpus, format=fmt, skip_bad=skip_bad, max_tokens=max_tokens, overlap=overlap)
-    console.print(f"{corpus}: {len(docs)} passages")
+    stats = ReadStats()
+    docs = load_corpus(corpus, format=fmt, skip_bad=skip_bad, max_tokens=max_tokens, overlap=overlap, stats=stats)
+    _report_skips(stats, skip_bad)
+    chunked = sum(1 for d in docs if d.metadata.get("chunk", 0) > 0)
+    console.print(f"{corpus}: {len(docs)} passages" + (f" ({chunked} extra from chunking long documents)" if chunked else ""))
     return docs
+
+
+def _dataset(path: Path, fmt: str | None, skip_bad: bool):
+    """Load a QA dataset, printing its notes (skipped records among them) and its size."""
+    from tandem.corpus import load_dataset
+
+    ds = load_dataset(path, format=fmt, skip_bad=skip_bad)
+    for note in ds.notes:
+        console.print(f"[yellow]{note}")
+    if skip_bad and not ds.skipped:
+        console.print("skipped 0 bad records")
+    console.print(f"{ds.path}: {ds.format}, {len(ds.questions)} questions, pool of {len(ds.passages)} passages")
+    return ds
+
+
+def _report_skips(stats: ReadStats, skip_bad: bool) -> None:
+    if skip_bad:
+        first = f"; first: {stats.first_error}" if stats.first_error else ""
+        console.print(f"[yellow]skipped {stats.skipped} bad records{first}" if stats.skipped else "skipped 0 bad records")
 
 
 def _print_row(title: str, row: dict) -> None:
@@ -69,7 +92,7 @@ def index(
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the input format.")] = None,
     skip_bad: Annotated[bool, typer.Option(help="Skip malformed records (counted) instead of stopping.")] = False,
     batch_size: Annotated[int, typer.Option(help="Encoding batch size.")] = 64,
-    max_tokens: Annotated[int, typer.Option(help="Chunk size in words for folders of text files.")] = 200,
+    max_tokens: Annotated[int, typer.Option(help="Chunk size in words: longer documents (text files, corpus records) are split.")] = 200,
     overlap: Annotated[int, typer.Option(help="Words shared by consecutive chunks.")] = 40,
     extras: Annotated[list[str], typer.Option("--extras", help="Per-document arrays to store: rala (CoopRAG's layer features).")] = [],  # noqa: B006
 ) -> None:
@@ -81,12 +104,15 @@ def index(
     unknown = sorted(set(extras) - set(EXTRAS))
     if unknown:
         raise typer.BadParameter(f"unknown extras {unknown}; choose from {sorted(EXTRAS)}")
-    docs = _load_docs(dataset, corpus, fmt, skip_bad, max_tokens, overlap)
-    start = time.perf_counter()
-    enc = load_encoder(encoder, **({"backend": backend} if backend else {})) if kind != "bm25" or extras else encoder
-    manifest = build_index(docs, out_dir, kind=kind, encoder=enc, dense_params={"faiss": faiss_kind},
-                           batch_size=batch_size, show_progress=True,
-                           extras=[EXTRAS[name](show_progress=True) for name in extras])
+    with folder_lock(out_dir):
+        recover_swap(out_dir)
+        check_owned(out_dir, "index", replacing=True)  # before any work: a user's folder is refused at once
+        docs = _load_docs(dataset, corpus, fmt, skip_bad, max_tokens, overlap)
+        start = time.perf_counter()
+        enc = load_encoder(encoder, **({"backend": backend} if backend else {})) if kind != "bm25" or extras else encoder
+        manifest = build_index(docs, out_dir, kind=kind, encoder=enc, dense_params={"faiss": faiss_kind},
+                               batch_size=batch_size, show_progress=True,
+                               extras=[EXTRAS[name](show_progress=True) for name in extras])
     console.print(f"[green]indexed {manifest.doc_count} passages ({kind}) into {out_dir} in {time.perf_counter() - start:.1f}s")
 
 
@@ -126,31 +152,36 @@ def eval_retrieval(
     limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the dataset format.")] = None,
     any_corpus: Annotated[bool, typer.Option(help="Allow an index over another corpus (gold ids must be in it).")] = False,
+    min_gold_share: Annotated[float, typer.Option(help="Fail when fewer than this share of the gold passage ids are in the index.")] = 0.5,
+    skip_bad: Annotated[bool, typer.Option(help="Skip malformed records (counted) instead of stopping.")] = False,
 ) -> None:
     """Recall@k, all-gold@k, MRR and nDCG@10 of a retriever on a dataset's questions."""
-    from tandem.corpus import load_dataset
-    from tandem.eval.retrieval import evaluate_retrieval
+    from tandem.eval.retrieval import check_gold_coverage, evaluate_retrieval
     from tandem.eval.rundir import RunDir
     from tandem.index import open_index
     from tandem.retrieve import open_retriever
 
-    ds = load_dataset(dataset, format=fmt)
-    idx = open_index(index_dir, corpus=None if any_corpus else ds.passages)
-    kind = retriever or idx.kind
-    ret = open_retriever(idx, kind, **({"fusion": fusion} if kind == "hybrid" else {}))
-    questions = ds.questions[:limit] if limit else ds.questions
-    with progress_bar() as bar:
-        task = bar.add_task(f"retrieval {kind}", total=sum(1 for q in questions if q.gold_doc_ids))
-        records, metrics = evaluate_retrieval(questions, ret, k, on_batch=lambda n: bar.advance(task, n))
-    run = RunDir(out_dir)
-    run.write_config({
-        "task": "retrieval", "dataset": str(dataset), "format": ds.format, "index": str(index_dir),
-        "index_manifest": idx.manifest.__dict__, "retriever": kind, "fusion": fusion if kind == "hybrid" else None,
-        "k": list(k), "limit": limit,
-    })
-    run.write_records("per_question.jsonl", records)
-    row = {"retriever": kind, **{m: v for m, v in metrics.items() if isinstance(v, float)}}
-    run.write_metrics(metrics, [row], f"Retrieval: {Path(dataset).name} / {kind}")
+    with folder_lock(out_dir):
+        check_owned(out_dir, "retrieval-run")  # before any work
+        ds = _dataset(dataset, fmt, skip_bad)
+        idx = open_index(index_dir, corpus=None if any_corpus else ds.passages)
+        questions = ds.questions[:limit] if limit else ds.questions
+        coverage = check_gold_coverage(questions, idx.store, min_gold_share, str(index_dir))
+        kind = retriever or idx.kind
+        ret = open_retriever(idx, kind, **({"fusion": fusion} if kind == "hybrid" else {}))
+        with progress_bar() as bar:
+            task = bar.add_task(f"retrieval {kind}", total=sum(1 for q in questions if q.gold_doc_ids))
+            records, metrics = evaluate_retrieval(questions, ret, k, on_batch=lambda n: bar.advance(task, n))
+        metrics["gold_in_index"] = coverage
+        run = RunDir(out_dir, "retrieval-run")
+        run.write_config({
+            "task": "retrieval", "dataset": str(dataset), "format": ds.format, "index": str(index_dir),
+            "index_manifest": idx.manifest.__dict__, "retriever": kind, "fusion": fusion if kind == "hybrid" else None,
+            "k": list(k), "limit": limit,
+        })
+        run.write_records("per_question.jsonl", records)
+        row = {"retriever": kind, **{m: v for m, v in metrics.items() if isinstance(v, float)}}
+        run.write_metrics(metrics, [row], f"Retrieval: {Path(dataset).name} / {kind}")
     _print_row(f"{Path(dataset).name} ({metrics['questions']} questions) / {kind}", row)
     console.print(f"wrote {out_dir}")
 
@@ -213,19 +244,30 @@ def eval_qa(
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the dataset format.")] = None,
     r2former: Annotated[Optional[Path], typer.Option(help="R²-Former checkpoint for --method r2ag (= --set r2former=PATH).")] = None,
     llm_opt: Annotated[list[str], typer.Option("--llm-opt", help=LLM_OPT_HELP)] = [],  # noqa: B006
+    skip_bad: Annotated[bool, typer.Option(help="Skip malformed records (counted) instead of stopping.")] = False,
+    max_failures: Annotated[int, typer.Option(help="Stop after this many questions in a row cannot reach the LLM server (0 = never).")] = 3,
 ) -> None:
     """Run a QA method over a dataset: predictions with traces, EM / F1 / cover-acc / judge, cost per question."""
-    from tandem.corpus import load_dataset
-    from tandem.eval.runner import PREDICTIONS, load_done, metrics_row, run_qa
+    with folder_lock(out_dir):
+        check_owned(out_dir, "qa-run")  # before any work, and before the cache file is created
+        _eval_qa(method, dataset, out_dir, index_dir, llm, limit, concurrency, settings, judge, reanswer, cache,
+                 retry_errors, fmt, r2former, llm_opt, skip_bad, max_failures)
+
+
+def _eval_qa(method: str, dataset: Path, out_dir: Path, index_dir: Path | None, llm: str, limit: int | None,
+             concurrency: int, settings: list[str], judge: str | None, reanswer: bool, cache: bool, retry_errors: bool,
+             fmt: str | None, r2former: Path | None, llm_opt: list[str], skip_bad: bool, max_failures: int) -> None:
+    from tandem.eval.rundir import RunDir
+    from tandem.eval.runner import ERRORS_LOG, PREDICTIONS, load_done, metrics_row, run_qa
     from tandem.llm import load_llm
     from tandem.llm.options import parse_pairs, split_llm_options
 
     backend_opts, generation = split_llm_options(llm, parse_pairs(llm_opt), method)
-    ds = load_dataset(dataset, format=fmt)
+    ds = _dataset(dataset, fmt, skip_bad)
     questions = ds.questions[:limit] if limit else ds.questions
     hyper = _parse_settings(settings) | generation | ({"r2former": str(r2former)} if r2former else {})
     cache_path = out_dir / "llm-cache.sqlite" if cache else None
-    out_dir.mkdir(parents=True, exist_ok=True)
+    RunDir(out_dir, "qa-run")
     runner_method, main_llm, _ = _method_for(method, llm, index_dir, hyper, cache_path, ds.passages, backend_opts)
     judge_llm = (main_llm if judge == llm else load_llm(judge, **({"cache": cache_path} if cache_path else {}))) if judge else None
     config = {"task": "qa", "method": method, "dataset": str(dataset), "format": ds.format,
@@ -240,9 +282,15 @@ def eval_qa(
 
         bar.update(task, completed=len(set(load_done(out_dir / PREDICTIONS)) & {q.id for q in questions}))
         metrics = run_qa(runner_method, questions, out_dir, config, concurrency=concurrency, judge_llm=judge_llm,
-                         reanswer_llm=main_llm if reanswer else None, retry_errors=retry_errors, on_record=on_record)
+                         reanswer_llm=main_llm if reanswer else None, retry_errors=retry_errors,
+                         max_consecutive_failures=max_failures, on_record=on_record)
     _print_row(f"{method} on {dataset.name}", metrics_row(metrics))
     console.print(f"wrote {out_dir}")
+    if metrics["errors"]:
+        where = f"errors in {out_dir / PREDICTIONS}, tracebacks in {out_dir / ERRORS_LOG}"
+        if not metrics["answered"]:
+            raise RunError(f"every question failed ({metrics['errors']} of {metrics['questions']}); {where}")
+        console.print(f"[yellow]{metrics['errors']} of {metrics['questions']} questions failed; {where}")
 
 
 @app.command()
@@ -423,24 +471,39 @@ def _expand_multi_value_options(argv: list[str], options: tuple[str, ...] = ("--
 
 
 def main() -> None:
-    """Console entry point: runs the app and turns tandem's errors into one clear line and exit code 2."""
+    """Console entry point. Exit codes: 0 success; 1 the work failed (:class:`RunError`, or an unexpected
+    error, printed without local variables and with secrets redacted); 2 bad input or settings; 130
+    interrupted (Ctrl-C)."""
+    import logging
+
     from tandem.models import offline_env
 
     offline_env()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app(args=_expand_multi_value_options(sys.argv[1:]), prog_name="tandem", standalone_mode=False)
+        # non-standalone typer turns Ctrl-C (and click's Exit) into a returned exit code
+        code = app(args=_expand_multi_value_options(sys.argv[1:]), prog_name="tandem", standalone_mode=False)
+        if code == 130:
+            raise KeyboardInterrupt
+        if isinstance(code, int) and code:
+            raise SystemExit(code)
     except TandemError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise SystemExit(2) from exc
-    except typer.Abort:
+        console.print(f"[red]error:[/red] {escape(redact(str(exc)))}", highlight=False)
+        raise SystemExit(exc.exit_code) from None
+    except (KeyboardInterrupt, typer.Abort):
+        console.print("[red]interrupted[/red]: finished work is saved; run the same command again to resume")
         raise SystemExit(130) from None
-    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+    except Exception as exc:  # noqa: BLE001 - the last stop: click's usage errors, then anything unexpected
         import click
 
         if isinstance(exc, click.ClickException):
             exc.show()
-            raise SystemExit(exc.exit_code) from exc
-        raise
+            raise SystemExit(exc.exit_code) from None
+        import traceback
+
+        sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+        console.print(f"[red]internal error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}", highlight=False)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

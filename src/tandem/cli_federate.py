@@ -84,7 +84,7 @@ def _run(mode: str, spec: Any, run_dir: Path, parallel: int, inprocess: bool) ->
 
     if (run_dir / "metrics.json").exists():
         raise typer.BadParameter(f"{run_dir} already holds a finished run; choose another --out")
-    rd = RunDir(run_dir)
+    rd = RunDir(run_dir, "corag-run")
     rd.write_config(corag.config_record(spec, mode, parallel=parallel, inprocess=inprocess))
     start = time.monotonic()
     with corag.PeakRSS() as rss:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 
 class TandemError(Exception):
-    """Base class of every error tandem raises on purpose."""
+    """Base class of every error tandem raises on purpose. ``exit_code``: what the CLI exits with
+    (2: bad input or settings; :class:`RunError` 1: the work itself failed)."""
+
+    exit_code = 2
 
 
 class ConfigError(TandemError):
@@ -37,7 +40,23 @@ class IndexMismatchError(TandemError):
 
 
 class LLMError(TandemError):
-    """An LLM backend failed after its retries."""
+    """An LLM backend failed after its retries. ``kind``: ``connect`` / ``timeout`` (the server cannot be
+    reached), ``http`` (an error status), ``reply`` (an unreadable or malformed reply), or None."""
+
+    def __init__(self, message: str, kind: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+    @property
+    def unreachable(self) -> bool:
+        """True when the server could not be reached at all (a run stops after several in a row)."""
+        return self.kind in ("connect", "timeout")
+
+
+class RunError(TandemError):
+    """The work failed as a whole: every question errored, or a run stopped early on a dead server."""
+
+    exit_code = 1
 
 
 class ParseError(TandemError):

@@ -6,7 +6,6 @@ import contextlib
 import gzip
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -70,8 +69,11 @@ def read_jsonl(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | N
             yield line_no, obj
 
 
-def read_json_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield (1-based record index, object) from a file holding one JSON array of objects."""
+def read_json_records(path: str | Path, *, skip_bad: bool = False,
+                      stats: ReadStats | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield (1-based record index, object) from a file holding one JSON array of objects; a record
+    that is not an object raises DataError, or is skipped and counted in ``stats`` with ``skip_bad``."""
+    stats = stats if stats is not None else ReadStats()
     path = Path(path)
     try:
         with _open_bytes(path) as handle:
@@ -84,7 +86,8 @@ def read_json_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:
         raise DataError("expected a JSON array of records", str(path))
     for i, obj in enumerate(data, start=1):
         if not isinstance(obj, dict):
-            raise DataError(f"record {i} is {type(obj).__name__}, expected an object", str(path))
+            stats.skip_or_raise(DataError(f"record {i} is {type(obj).__name__}, expected an object", str(path)), skip_bad)
+            continue
         yield i, obj
 
 
@@ -110,25 +113,6 @@ def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        raise
-
-
-@contextlib.contextmanager
-def atomic_dir(path: str | Path) -> Iterator[Path]:
-    """Yield a temp folder beside ``path``; if the block succeeds it replaces ``path`` (the old folder
-    is moved aside first and removed after), so readers see the old folder or the new one, never half."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
-        yield tmp
-        old = out.parent / f"{tmp.name}.old"
-        if out.exists():
-            os.replace(out, old)
-        os.replace(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

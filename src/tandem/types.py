@@ -87,6 +87,7 @@ class LLMCall:
     structured: bool = False
     constrained: bool = False
     outcome: str | None = None
+    cut_chars: int = 0  # prompt characters cut to fit the context window (tandem.llm.types.fit_to_context)
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -94,6 +95,8 @@ class LLMCall:
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "latency_s": round(self.latency_s, 4), "cached": self.cached,
         }
+        if self.cut_chars:
+            data["cut_chars"] = self.cut_chars
         if self.structured:
             data.update(structured=True, constrained=self.constrained, outcome=self.outcome)
         return data

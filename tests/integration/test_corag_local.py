@@ -55,7 +55,7 @@ def test_flower_simulation_two_clients(tiny_bench, tmp_path):
 
 def test_local_baseline_and_run_folder(tiny_bench, tmp_path):
     spec = _spec(tiny_bench, tmp_path / "local")
-    out = RunDir(tmp_path / "local")
+    out = RunDir(tmp_path / "local", "corag-run")
     result = run_baseline(spec, "local", out)
     metrics = finish(out, spec, result, 1.0, 0.5)
     assert metrics["questions"] == 4 and "hit@k_macro" in metrics

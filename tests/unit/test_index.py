@@ -113,7 +113,7 @@ def test_failed_build_keeps_previous_index(tmp_path, small_docs):
 def test_refuses_to_replace_a_non_index_folder(tmp_path, small_docs):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
-    with pytest.raises(ConfigError, match="not an index"):
+    with pytest.raises(ConfigError, match="was not made by tandem"):
         build_index(small_docs, tmp_path / "mine", kind="bm25")
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
 

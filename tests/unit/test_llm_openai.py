@@ -83,7 +83,7 @@ def test_connection_refused_is_retried_then_fails() -> None:
     with FakeOpenAIServer() as srv:
         url = srv.base_url
     llm = OpenAILLM("m", url, max_retries=2, backoff_base=0.001, connect_timeout=0.5)
-    with pytest.raises(LLMError, match="connection error"):
+    with pytest.raises(LLMError, match="cannot connect"):
         llm.complete(REQ)
 
 

@@ -42,7 +42,7 @@ def _records(path: Path, skip_bad: bool, stats: ReadStats) -> Iterator[tuple[int
     if not path.exists():
         raise DataError("no such file", str(path))
     if is_json_array_file(path):
-        yield from read_json_records(path)
+        yield from read_json_records(path, skip_bad=skip_bad, stats=stats)
     else:
         yield from read_jsonl(path, skip_bad=skip_bad, stats=stats)
 
@@ -111,9 +111,10 @@ def load_dataset(
     dataset = Dataset(str(path), fmt, questions, list(pool.values()), skipped=stats.skipped)
     corpus_path = Path(corpus) if corpus is not None else _find_sibling_corpus(path)
     if corpus_path is not None:
-        _attach_corpus(dataset, load_corpus(corpus_path, skip_bad=skip_bad))
+        _attach_corpus(dataset, load_corpus(corpus_path, skip_bad=skip_bad, max_tokens=None, stats=stats))
         dataset.format = "hipporag" if fmt == "musique" else fmt
         dataset.notes.append(f"passage pool from {corpus_path}")
+    dataset.skipped = stats.skipped
     if stats.skipped:
         dataset.notes.append(f"skipped {stats.skipped} bad records; first: {stats.first_error}")
     return dataset
@@ -144,19 +145,28 @@ def load_corpus(
     *,
     format: str | None = None,
     skip_bad: bool = False,
-    max_tokens: int = 200,
+    max_tokens: int | None = 200,
     overlap: int = 40,
+    stats: ReadStats | None = None,
 ) -> list[Document]:
-    """Load passages from a corpus JSONL/JSON, a folder of .txt/.md files, or a QA dataset's pool."""
+    """Load passages from a corpus JSONL/JSON, a folder of .txt/.md files, or a QA dataset's pool.
+
+    Documents longer than ``max_tokens`` words are chunked (files of a folder and corpus records alike;
+    ``None`` keeps them whole, as a dataset's own passage pool is kept so its gold ids stay valid): a
+    chunked record's passages get ids ``ID#0``, ``ID#1``, ... and keep ``ID`` in ``metadata["source_id"]``.
+    ``skip_bad`` skips malformed records or unreadable files, counted in ``stats``.
+    """
     path = Path(path)
+    stats = stats if stats is not None else ReadStats()
     fmt = format or sniff_format(path)
     if fmt == "folder":
-        return load_folder(path, max_tokens=max_tokens, overlap=overlap)
+        return load_folder(path, max_tokens=max_tokens or 200, overlap=overlap, skip_bad=skip_bad, stats=stats)
     if fmt in QA_FORMATS:
-        return load_dataset(path, format=fmt, skip_bad=skip_bad).passages
+        dataset = load_dataset(path, format=fmt, skip_bad=skip_bad)
+        stats.skipped += dataset.skipped
+        return dataset.passages
     if fmt not in CORPUS_FORMATS:
         raise DataError(f"unknown format {fmt!r}; formats: {sorted(set(QA_FORMATS) | set(CORPUS_FORMATS))}", str(path))
-    stats = ReadStats()
     docs: dict[str, Document] = {}
     first_line: dict[str, int] = {}
     for line_no, rec in _records(path, skip_bad, stats):
@@ -173,26 +183,43 @@ def load_corpus(
         first_line[doc.id] = line_no
     if not docs:
         raise DataError("no passages loaded", str(path))
-    return list(docs.values())
+    if max_tokens is None:
+        return list(docs.values())
+    return [part for doc in docs.values() for part in chunk_document(doc, max_tokens, overlap)]
 
 
-def load_folder(folder: str | Path, *, max_tokens: int = 200, overlap: int = 40) -> list[Document]:
-    """Every .txt/.md file under ``folder``, chunked; ids are ``relative/path#chunk``."""
+def chunk_document(doc: Document, max_tokens: int, overlap: int) -> list[Document]:
+    """``doc`` itself if it fits ``max_tokens`` words, else its chunks (ids ``ID#i``, ``source_id`` kept)."""
+    if len(doc.text.split()) <= max_tokens:
+        return [doc]
+    return [Document(f"{doc.id}#{i}", doc.title, chunk, {**doc.metadata, "source_id": doc.id, "chunk": i})
+            for i, chunk in enumerate(chunk_text(doc.text, max_tokens, overlap))]
+
+
+def load_folder(folder: str | Path, *, max_tokens: int = 200, overlap: int = 40, skip_bad: bool = False,
+                stats: ReadStats | None = None) -> list[Document]:
+    """Every .txt/.md file under ``folder``, chunked; ids are ``relative/path#chunk``. A file that is
+    not UTF-8 is an error naming it, or skipped and counted with ``skip_bad``."""
     folder = Path(folder)
+    stats = stats if stats is not None else ReadStats()
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
     if not files:
         raise DataError(f"no {'/'.join(TEXT_SUFFIXES)} files found", str(folder))
     docs: list[Document] = []
     for file in files:
+        raw = file.read_bytes()
         try:
-            text = file.read_bytes().decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            line = file.read_bytes()[: exc.start].count(b"\n") + 1
-            raise DataError(f"not valid UTF-8 (byte {exc.start})", str(file), line) from exc
+            line = raw[: exc.start].count(b"\n") + 1
+            stats.skip_or_raise(DataError(f"not valid UTF-8 (byte {exc.start})", str(file), line), skip_bad)
+            continue
         rel = file.relative_to(folder).as_posix()
         title = _title_of(text, file)
         for i, chunk in enumerate(chunk_text(text, max_tokens, overlap)):
             docs.append(Document(f"{rel}#{i}", title, chunk, {"source": rel, "chunk": i}))
+    if not docs:
+        raise DataError("no readable text in any file", str(folder))
     return docs
 
 

@@ -44,3 +44,20 @@ def evaluate_retrieval(
     metrics["questions"] = len(records)
     metrics["questions_without_gold"] = len(questions) - len(scored)
     return records, metrics
+
+
+def check_gold_coverage(questions: Sequence[Question], store: Any, min_share: float, where: str) -> float:
+    """The share of the questions' gold passage ids that are in ``store`` (an index's documents); a
+    DataError when it is below ``min_share``, so an index over another corpus does not score a silent 0."""
+    gold = {g for q in questions for g in q.gold_doc_ids}
+    if not gold:
+        return 0.0
+    present = sum(1 for g in gold if g in store)
+    share = present / len(gold)
+    if share < min_share:
+        from tandem.errors import DataError
+
+        raise DataError(f"only {present} of the {len(gold)} gold passage ids ({share:.1%}) are in the index {where}, "
+                        f"below --min-gold-share {min_share}: the index is over another corpus, or the ids differ "
+                        "(recall would be meaningless)")
+    return share

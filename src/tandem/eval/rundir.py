@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from tandem.io import write_json_atomic, write_jsonl_atomic
+from tandem.outdir import LEGACY, claim_dir
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.json"
@@ -28,11 +29,11 @@ def markdown_table(rows: Iterable[Mapping[str, Any]], columns: list[str] | None 
 
 
 class RunDir:
-    """Writes the files of one run; every write is atomic."""
+    """Writes the files of one run; every write is atomic. The folder must be new, empty or a tandem
+    run folder of the same ``kind`` (:func:`tandem.outdir.claim_dir`): a user's folder is refused."""
 
-    def __init__(self, folder: str | Path) -> None:
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
+    def __init__(self, folder: str | Path, kind: str) -> None:
+        self.folder = claim_dir(folder, kind)
 
     def write_config(self, config: Mapping[str, Any]) -> None:
         write_json_atomic(self.folder / CONFIG_FILE, dict(config))
@@ -51,3 +52,19 @@ class RunDir:
 
     def read_config(self) -> dict[str, Any]:
         return json.loads((self.folder / CONFIG_FILE).read_text(encoding="utf-8"))
+
+
+def _legacy_run(task: str) -> Callable[[Path], bool]:
+    """A run folder written before folder markers: its config.json names the task."""
+
+    def check(folder: Path) -> bool:
+        try:
+            return json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8")).get("task") == task
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    return check
+
+
+LEGACY["qa-run"] = _legacy_run("qa")
+LEGACY["retrieval-run"] = _legacy_run("retrieval")

@@ -1,78 +1,84 @@
 """The QA evaluation runner: questions in flight concurrently, each finished one appended to
 ``predictions.jsonl`` at once (so a killed run resumes without losing or repeating a question),
-failures recorded per question, metrics and a markdown table at the end."""
+failures recorded per question, metrics and a markdown table at the end.
+
+Faults (docs/reliability.md): any exception inside one question is recorded for that question (type
+and message in its record, the traceback in ``errors.log``) and the run goes on. A question whose LLM
+server could not be reached is not written as done, so the next run retries it; after
+``max_consecutive_failures`` of those in a row the run stops (:class:`~tandem.errors.RunError`).
+Ctrl-C stops handing out questions, writes the metrics of what finished (``"partial": true``) and
+re-raises. Workers are daemon threads: requests still in flight do not hold the process up."""
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from tandem.errors import ConfigError, TandemError
+from tandem.errors import ConfigError, DataError, LLMError, RunError
 from tandem.eval.judge import score_prediction
 from tandem.eval.qa_metrics import gold_doc_recall
 from tandem.eval.rundir import CONFIG_FILE, RunDir
 from tandem.io import atomic_open
 from tandem.llm.types import LLM
 from tandem.methods.base import Method
+from tandem.secrets import redact
 from tandem.types import Question, Step, merge_protocol, protocol_counts
 
 PREDICTIONS = "predictions.jsonl"
+ERRORS_LOG = "errors.log"
 # settings that must match for a run folder to be resumed
 RESUME_KEYS = ("method", "dataset", "index", "llm", "llm_opts", "hyper", "judge", "reanswer")
 
 
 def load_done(path: Path) -> dict[str, dict[str, Any]]:
-    """Records already in ``predictions.jsonl``; a torn last line (killed mid-write) is cut off."""
+    """Records already in ``predictions.jsonl``. Only a torn last line (a run killed mid-write: no
+    newline, not JSON) is cut off; any other unreadable line is a DataError naming it, and nothing
+    is deleted."""
     if not path.exists():
         return {}
     done: dict[str, dict[str, Any]] = {}
-    good: list[str] = []
-    torn = False
-    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    for line_no, line in enumerate(lines, start=1):
         try:
             rec = json.loads(line)
         except json.JSONDecodeError:
-            torn = True
-            continue
-        if not line.endswith("\n"):
-            torn = True
-            continue
+            if line_no == len(lines) and not line.endswith("\n"):
+                with atomic_open(path) as handle:
+                    handle.writelines(lines[:-1])
+                break
+            raise DataError("not a prediction record (malformed JSON); fix or remove the line", str(path), line_no) from None
+        if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
+            raise DataError("not a prediction record (no string 'id')", str(path), line_no)
         done[rec["id"]] = rec
-        good.append(line)
-    if torn:
-        with atomic_open(path) as handle:
-            handle.writelines(good)
     return done
 
 
 class PredictionWriter:
-    """Appends one JSON line per finished question, flushed and fsynced, from many threads."""
+    """Appends one JSON line per finished question, flushed and fsynced."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.lock = threading.Lock()
         self.handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
     def write(self, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False) + "\n"
-        with self.lock:
-            self.handle.write(line)
-            self.handle.flush()
-            os.fsync(self.handle.fileno())
+        self.handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
 
     def close(self) -> None:
         self.handle.close()
 
 
 def run_one(method: Method, question: Question, *, judge_llm: LLM | None, reanswer_llm: LLM | None) -> dict[str, Any]:
-    """Answer and score one question; an exception becomes an error record, never a crash."""
+    """Answer and score one question; any exception becomes an error record (with ``traceback``, which
+    the runner moves to ``errors.log``), never a crash."""
     start = time.perf_counter()
     record: dict[str, Any] = {"id": question.id, "question": question.text, "golden_answers": list(question.answers)}
     try:
@@ -87,9 +93,11 @@ def run_one(method: Method, question: Question, *, judge_llm: LLM | None, reansw
             "protocol": merge_protocol([answer.trace.protocol(), protocol_counts(judging.llm_calls)]),
             "seconds": round(time.perf_counter() - start, 3), "trace": answer.trace.to_dict(),
         })
-    except (TandemError, ValueError, KeyError, RuntimeError, OSError) as exc:
-        record.update({"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=5),
+    except Exception as exc:  # noqa: BLE001 - one question's failure, whatever it is, must not end the run
+        record.update({"error": redact(f"{type(exc).__name__}: {exc}"), "traceback": redact(traceback.format_exc()),
                        "seconds": round(time.perf_counter() - start, 3)})
+        if isinstance(exc, LLMError) and exc.unreachable:
+            record["unreachable"] = True
     return record
 
 
@@ -137,10 +145,11 @@ def run_qa(
     judge_llm: LLM | None = None,
     reanswer_llm: LLM | None = None,
     retry_errors: bool = False,
+    max_consecutive_failures: int = 3,
     on_record: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Run ``method`` over ``questions`` into ``out_dir``, resuming what is already there."""
-    run = RunDir(out_dir)
+    """Run ``method`` over ``questions`` into ``out_dir``, resuming what is already there (see module doc)."""
+    run = RunDir(out_dir, "qa-run")
     if (run.folder / CONFIG_FILE).exists():
         old = run.read_config()
         changed = [k for k in RESUME_KEYS if (old.get(k) or None) != (config.get(k) or None)]
@@ -153,25 +162,68 @@ def run_qa(
         done = {k: r for k, r in done.items() if "error" not in r}
         with atomic_open(path) as handle:
             handle.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in done.values())
+    todo: queue.SimpleQueue[Question] = queue.SimpleQueue()
     pending = [q for q in questions if q.id not in done]
-    writer = PredictionWriter(path)
+    for q in pending:
+        todo.put(q)
+    results: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                question = todo.get_nowait()
+            except queue.Empty:
+                return
+            results.put(run_one(method, question, judge_llm=judge_llm, reanswer_llm=reanswer_llm))
+
+    for _ in range(min(max(1, concurrency), len(pending))):
+        threading.Thread(target=worker, daemon=True, name="tandem-question").start()
     records = [done[q.id] for q in questions if q.id in done]
+    writer = PredictionWriter(path)
+    streak, finished, stopped = 0, 0, None
     try:
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            futures = [pool.submit(run_one, method, q, judge_llm=judge_llm, reanswer_llm=reanswer_llm) for q in pending]
-            for future in as_completed(futures):
-                record = future.result()
+        while finished < len(pending):
+            try:
+                record = results.get(timeout=0.25)
+            except queue.Empty:
+                continue
+            finished += 1
+            if "traceback" in record:
+                _log_error(run.folder / ERRORS_LOG, record.pop("traceback"), record["id"])
+            if not record.get("unreachable"):  # an unreachable server's questions stay pending for the next run
                 writer.write(record)
-                records.append(record)
-                if on_record is not None:
-                    on_record(record, summarize(records))
+            records.append(record)
+            streak = streak + 1 if record.get("unreachable") else 0
+            if on_record is not None:
+                on_record(record, summarize(records))
+            if max_consecutive_failures and streak >= max_consecutive_failures:
+                stopped = (f"stopped after {streak} questions in a row could not reach the LLM server (last: "
+                           f"{record['error']}); the {len(records) - streak} finished questions are saved in "
+                           f"{path}: run the same command again to resume")
+                break
+    except KeyboardInterrupt:
+        stopped = "interrupted"
+        raise
     finally:
+        stop.set()
         writer.close()
-    wanted = {q.id for q in questions}
-    metrics = summarize([r for r in records if r["id"] in wanted])
-    metrics["method"] = config.get("method")
-    run.write_metrics(metrics, [metrics_row(metrics)], f"QA: {config.get('method')} on {Path(str(config.get('dataset'))).name}")
+        wanted = {q.id for q in questions}
+        metrics = summarize([r for r in records if r["id"] in wanted])
+        metrics["method"] = config.get("method")
+        if stopped:
+            metrics.update({"partial": True, "stopped": stopped, "pending": len(wanted) - metrics["questions"]})
+        run.write_metrics(metrics, [metrics_row(metrics)], f"QA: {config.get('method')} on {Path(str(config.get('dataset'))).name}"
+                          + (" (partial)" if stopped else ""))
+    if stopped:
+        raise RunError(stopped)
     return metrics
+
+
+def _log_error(path: Path, trace: str, question_id: str) -> None:
+    """Append one question's traceback to the run's ``errors.log``."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} question {question_id}\n{trace}\n")
 
 
 def metrics_row(metrics: dict[str, Any]) -> dict[str, Any]:

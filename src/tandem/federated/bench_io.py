@@ -16,8 +16,6 @@ stores are indexed once here with the base encoder.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -72,7 +70,7 @@ def build_bench(dataset: str | Path, out: str | Path, *, clients: int = 8, shots
     """
     from tandem.corpus import load_dataset
     from tandem.index import build_index
-    from tandem.index.build import _swap_into_place
+    from tandem.outdir import atomic_dir
     from tandem.index.encoder import load_encoder
 
     shots = sorted({int(s) for s in shots})
@@ -87,12 +85,7 @@ def build_bench(dataset: str | Path, out: str | Path, *, clients: int = 8, shots
     stores = make_stores(splits, labels, [d.id for d in ds.passages], train_frac=train_frac, test_frac=test_frac,
                          split_frac=split_frac, seed=seed)
     counts = check_bench(splits, labels, stores)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.building-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with atomic_dir(out, "crab-bench") as tmp:
         selected = [q for s in splits for q in s.train + s.dev + s.test]
         write_jsonl_atomic(tmp / "labels.jsonl", ({"id": q.id, **asdict(labels[q.id])} for q in selected))
         for s in splits:
@@ -116,10 +109,6 @@ def build_bench(dataset: str | Path, out: str | Path, *, clients: int = 8, shots
             "invariants": "checked",
         }
         write_json_atomic(tmp / MANIFEST, manifest)
-        _swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return manifest
 
 

@@ -3,14 +3,14 @@
 An index folder holds ``manifest.json`` (written last), ``docs.jsonl`` and, by kind, a bm25s
 index (``bm25/``), a FAISS index (``dense.faiss``) and extra per-document arrays (``extras/*.npy``,
 e.g. CoopRAG's per-layer [CLS] vectors). A build writes into a hidden sibling folder and renames
-it into place when complete, so a killed build never leaves a folder that loads.
+it into place when complete (:func:`tandem.outdir.atomic_dir`), so a killed build never leaves a
+folder that loads, and a folder holding anything tandem did not write is never replaced.
 """
 
 from __future__ import annotations
 
-import os
+import json
 import re
-import shutil
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -22,9 +22,10 @@ from tandem.errors import ConfigError, IndexError_
 from tandem.index.bm25 import DEFAULT_BM25, build_bm25, load_bm25
 from tandem.index.dense import DEFAULT_DENSE, build_faiss, load_faiss, save_faiss
 from tandem.index.encoder import Encoder, load_encoder
-from tandem.index.manifest import Manifest, corpus_hash
+from tandem.index.manifest import MANIFEST, Manifest, corpus_hash
 from tandem.index.store import DocStore
 from tandem.models import DEFAULT_ENCODER, canonical_name
+from tandem.outdir import LEGACY, atomic_dir, recover_swap
 from tandem.types import Document
 
 KINDS: dict[str, tuple[str, ...]] = {"bm25": ("bm25",), "dense": ("dense",), "hybrid": ("bm25", "dense")}
@@ -53,13 +54,7 @@ def build_index(
         raise ConfigError("cannot index an empty corpus")
     components = KINDS[kind]
     store = DocStore(docs)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_builds(out)
-    tmp = out.parent / f".{out.name}.building-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    with atomic_dir(out, "index") as tmp:
         manifest = Manifest(kind=kind, components=list(components), doc_count=len(store), corpus_hash=corpus_hash(store.docs))
         store.save(tmp)
         if "bm25" in components:
@@ -81,10 +76,6 @@ def build_index(
             for name, array in builder(store, enc).items():
                 _save_extra(tmp, manifest, name, array)
         manifest.save(tmp)
-        _swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return manifest
 
 
@@ -96,34 +87,18 @@ def _save_extra(folder: Path, manifest: Manifest, name: str, array: np.ndarray) 
     manifest.extras[name] = {"dtype": str(array.dtype), "shape": list(array.shape)}
 
 
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    if not out.exists():
-        os.replace(tmp, out)
-        return
-    if out.is_file() or (any(out.iterdir()) and not (out / "manifest.json").exists()):
-        raise ConfigError(f"{out} exists and is not an index: refusing to replace it")
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
-    os.replace(out, old)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _remove_stale_builds(out: Path) -> None:
-    """Delete temp folders left by builds whose process is gone (e.g. killed)."""
-    for path in out.parent.glob(f".{out.name}.building-*"):
-        pid = path.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _pid_alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _pid_alive(pid: int) -> bool:
+def _legacy_index(folder: Path) -> bool:
+    """An index built before folder markers: a tandem manifest and nothing but index files."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return False
-    except PermissionError:
-        return True
-    return True
+    names = {p.name for p in folder.iterdir()}
+    return isinstance(data, dict) and {"format_version", "corpus_hash", "kind"} <= set(data) and names <= INDEX_ENTRIES
+
+
+INDEX_ENTRIES = {MANIFEST, "docs.jsonl", "bm25", "dense.faiss", EXTRAS_DIR}
+LEGACY["index"] = _legacy_index
 
 
 class Index:
@@ -133,6 +108,7 @@ class Index:
                  corpus: Sequence[Document] | None = None, encoder_backend: str | None = None) -> None:
         """``encoder``: a name to check against the manifest, or an Encoder object to check and use."""
         self.folder = Path(folder)
+        recover_swap(self.folder)
         self.manifest = Manifest.load(self.folder)
         if encoder is not None and not isinstance(encoder, str):
             self.__dict__["encoder"] = encoder  # fills the cached property below

@@ -111,6 +111,8 @@ class HFLLM:
         )
         self._lock = threading.RLock()
         self.json_mode = json_mode
+        # prompts longer than this are cut by the methods (tandem.llm.types.fit_to_context)
+        self.context_window: int | None = getattr(self.model.config, "max_position_embeddings", None)
         self._constraint: JSONConstraint | None = None
 
     @property

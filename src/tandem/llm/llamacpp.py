@@ -63,6 +63,7 @@ class LlamaCppLLM:
         self._llama = llama_cpp.Llama(
             model_path=resolved, n_ctx=n_ctx, n_threads=threads, verbose=False, **llama_kwargs
         )
+        self.context_window = n_ctx
         self.name = os.path.basename(resolved).removesuffix(".gguf")
         self.spec = spec or f"llamacpp:{path}"
         self._lock = threading.Lock()

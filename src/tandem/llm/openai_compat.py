@@ -1,13 +1,20 @@
 """OpenAI-compatible chat-completions backend (vLLM, Ollama, llama.cpp server, SGLang, hosted APIs).
 
-One pooled ``httpx.Client`` per instance, timeouts, retries with exponential backoff and jitter on
-429 / 5xx / timeouts / connection errors / unreadable bodies, and a semaphore bounding the number
-of requests in flight. Safe to call from many threads.
+One pooled ``httpx.Client`` per instance, timeouts, retries with exponential backoff and jitter, and
+a semaphore bounding the number of requests in flight. Safe to call from many threads.
+
+Fault budget (each a constructor option, so ``--llm-opt``): a refused connection is retried
+``connect_retries`` times (default 1: a dead server fails in about a second, not minutes), a timeout
+``timeout_retries`` times (default 1), and 429 / 5xx / unreadable or malformed replies ``max_retries``
+times; every retry is logged. An :class:`LLMError` says which ``kind`` of failure ended the call
+(``connect``, ``timeout``, ``http``, ``reply``), so a run can stop after consecutive dead-server errors.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import random
 import threading
@@ -18,6 +25,7 @@ from typing import Any
 import httpx
 
 from tandem.errors import ConfigError, LLMError
+from tandem.secrets import redact
 from tandem.llm.types import (
     LLMRequest,
     LLMResponse,
@@ -31,13 +39,18 @@ SERVER_JSON_MODES = {"vllm": "schema", "sglang": "schema", "openai": "schema", "
                      "llamacpp": "schema", "ollama": "object", "library": "object"}
 RETRY_STATUS = frozenset({408, 409, 425, 429})
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_CONTEXT_WINDOW = 32768
+
+
+log = logging.getLogger("tandem.llm")
 
 
 class _RetryableError(Exception):
-    """Internal: one attempt failed in a way worth retrying."""
+    """Internal: one attempt failed in a way worth retrying; ``kind`` picks the retry budget."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, kind: str = "http", retry_after: float | None = None) -> None:
         super().__init__(message)
+        self.kind = kind
         self.retry_after = retry_after
 
 
@@ -50,7 +63,9 @@ class OpenAILLM:
         api_key: the key itself; default: read from the environment variable ``api_key_env``.
             Local servers need none (a placeholder is sent).
         timeout: seconds for the whole response (read/write/pool); ``connect_timeout`` for connecting.
-        max_retries: retries after the first attempt (so ``max_retries + 1`` attempts at most).
+        max_retries: retries of 429 / 5xx / unreadable replies after the first attempt.
+        connect_retries: retries of a refused or failed connection (default 1).
+        timeout_retries: retries of a timed-out request (default 1).
         backoff_base / backoff_max: sleep ``min(backoff_max, backoff_base * 2**n)`` plus up to 50 %
             random jitter before retry ``n``; a 429's ``Retry-After`` is honoured up to ``backoff_max``.
         max_concurrency: requests in flight at once from this instance (others wait).
@@ -61,6 +76,8 @@ class OpenAILLM:
             reply is decoded under the schema), ``"object"`` (``{"type": "json_object"}`` plus the
             instruction: Ollama).
         extra_body: merged into every request body (e.g. ``{"top_p": 1.0}``).
+        context_window: the model's context in tokens, for cutting over-long prompts; default: the
+            server's ``max_model_len`` (vLLM says it in ``GET /models``), else 32,768.
     """
 
     def __init__(
@@ -70,14 +87,17 @@ class OpenAILLM:
         *,
         api_key: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
-        timeout: float = 120.0,
-        connect_timeout: float = 10.0,
-        max_retries: int = 4,
+        timeout: float = 60.0,
+        connect_timeout: float = 5.0,
+        max_retries: int = 3,
+        connect_retries: int = 1,
+        timeout_retries: int = 1,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
         max_concurrency: int = 8,
         json_mode: str = "auto",
         extra_body: dict[str, Any] | None = None,
+        context_window: int | None = None,
         spec: str | None = None,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
@@ -87,17 +107,24 @@ class OpenAILLM:
             raise ConfigError(f"unknown json_mode {json_mode!r}; modes: {sorted(JSON_MODES)}")
         if max_concurrency < 1:
             raise ConfigError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        if max_retries < 0:
-            raise ConfigError(f"max_retries must be >= 0, got {max_retries}")
+        for name, value in (("max_retries", max_retries), ("connect_retries", connect_retries),
+                            ("timeout_retries", timeout_retries)):
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
+        for name, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
+            if not isinstance(value, (int, float)) or value <= 0:
+                raise ConfigError(f"{name} must be a positive number of seconds, got {value!r}")
         self.name = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        self.spec = spec or f"openai:{model}@{self.base_url}"
+        self.base_url = check_base_url(base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
+        self.spec = redact(spec or f"openai:{model}@{self.base_url}")
+        self.retries = {"http": max_retries, "reply": max_retries, "connect": connect_retries, "timeout": timeout_retries}
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.max_concurrency = max_concurrency
         self._json_mode = json_mode
         self.detected_owner: str | None = None
+        self._context_window = context_window
         self.extra_body = dict(extra_body or {})
         key = api_key if api_key is not None else os.environ.get(api_key_env, "")
         headers = {"Authorization": f"Bearer {key or 'EMPTY'}", "Content-Type": "application/json"}
@@ -118,6 +145,18 @@ class OpenAILLM:
         if self._json_mode == "auto":
             self._json_mode = self._detect_json_mode()
         return self._json_mode
+
+    @property
+    def context_window(self) -> int:
+        """The model's context in tokens: the option, else the server's ``max_model_len``, else 32,768."""
+        if self._context_window is None:
+            self._context_window = DEFAULT_CONTEXT_WINDOW
+            with contextlib.suppress(httpx.HTTPError, ValueError, AttributeError, TypeError):
+                entries = self._client.get("/models", timeout=10.0).json().get("data") or []
+                mine = [e for e in entries if isinstance(e, dict) and e.get("id") == self.name]
+                if mine and isinstance(mine[0].get("max_model_len"), int):
+                    self._context_window = mine[0]["max_model_len"]
+        return self._context_window
 
     @property
     def constrains_json(self) -> bool:
@@ -190,18 +229,24 @@ class OpenAILLM:
         """POST ``body`` to ``path`` within the concurrency bound; retry
         transient failures with backoff; raise :class:`LLMError` when retries run out."""
         start = time.perf_counter()
-        last = ""
-        for attempt in range(self.max_retries + 1):
+        tries: dict[str, int] = {}
+        attempt = 0
+        while True:
             try:
                 with self._slots:
                     data = self._post(body, path)
-                return replace(self._to_response(data, req, time.perf_counter() - start), constrained=constrained)
+                    response = self._to_response(data, req, time.perf_counter() - start)
+                return replace(response, constrained=constrained)
             except _RetryableError as exc:
-                last = str(exc)
-                if attempt == self.max_retries:
-                    break
-                time.sleep(self._backoff(attempt, exc.retry_after))
-        raise LLMError(f"{self.spec}: {what} failed after {self.max_retries + 1} attempt(s); last error: {last}")
+                tries[exc.kind] = tries.get(exc.kind, 0) + 1
+                attempt += 1
+                if tries[exc.kind] > self.retries[exc.kind]:
+                    raise LLMError(redact(f"{self.spec}: {what} failed after {attempt} attempt(s); last error: {exc}"),
+                                   kind=exc.kind) from None
+                delay = self._backoff(attempt - 1, exc.retry_after)
+                log.warning("%s", redact(f"{self.spec}: {exc}; retry {tries[exc.kind]} of {self.retries[exc.kind]} "
+                                         f"in {delay:.1f}s"))
+                time.sleep(delay)
 
     def close(self) -> None:
         """Close the pooled connections."""
@@ -222,25 +267,32 @@ class OpenAILLM:
         try:
             resp = self._client.post(path, json=body)
         except httpx.TimeoutException as exc:
-            raise _RetryableError(f"timeout ({type(exc).__name__})") from exc
-        except httpx.TransportError as exc:
-            raise _RetryableError(f"connection error ({type(exc).__name__}: {exc})") from exc
+            raise _RetryableError(f"timeout ({type(exc).__name__})", "timeout") from exc
+        except (httpx.ConnectError, httpx.UnsupportedProtocol) as exc:
+            raise _RetryableError(f"cannot connect ({type(exc).__name__}: {exc})", "connect") from exc
+        except httpx.DecodingError as exc:
+            raise _RetryableError(f"unreadable body ({type(exc).__name__}: {exc})", "reply") from exc
+        except httpx.HTTPError as exc:  # connected, then the exchange broke (dropped, reset, protocol error)
+            raise _RetryableError(f"connection error ({type(exc).__name__}: {exc})", "http") from exc
         if resp.status_code in RETRY_STATUS or resp.status_code >= 500:
-            raise _RetryableError(f"HTTP {resp.status_code}: {resp.text[:200]!r}", _retry_after(resp))
+            raise _RetryableError(f"HTTP {resp.status_code}: {resp.text[:200]!r}", "http", _retry_after(resp))
         if resp.status_code >= 400:
             hint = (" (prompt embeddings need a vLLM server started with --enable-prompt-embeds)"
                     if "prompt_embeds" in body else "")
-            raise LLMError(f"{self.spec}: HTTP {resp.status_code} (not retried){hint}: {resp.text[:500]}")
+            raise LLMError(redact(f"{self.spec}: HTTP {resp.status_code} (not retried){hint}: {resp.text[:500]}"),
+                           kind="http")
         try:
             data = resp.json()
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise _RetryableError(f"unreadable body (not JSON): {resp.text[:200]!r}") from exc
-        if not isinstance(data, dict) or not data.get("choices"):
-            raise _RetryableError(f"body without choices: {str(data)[:200]!r}")
+            raise _RetryableError(f"unreadable body (not JSON): {resp.text[:200]!r}", "reply") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("choices"), list) or not data["choices"]:
+            raise _RetryableError(f"body without choices: {str(data)[:200]!r}", "reply")
         return data
 
     def _to_response(self, data: dict[str, Any], req: LLMRequest, latency: float) -> LLMResponse:
         choice = data["choices"][0]
+        if not isinstance(choice, dict):
+            raise _RetryableError(f"malformed reply: choices[0] is {type(choice).__name__}, not an object", "reply")
         message = choice.get("message") or {}
         text = message.get("content") if isinstance(message, dict) else None
         if text is None:
@@ -265,6 +317,21 @@ class OpenAILLM:
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.backoff_max))
         return delay
+
+
+def check_base_url(url: str) -> str:
+    """The base URL without a trailing slash, or a ConfigError naming what is wrong with it (credentials
+    in the URL are not repeated in the message)."""
+    try:
+        parsed = httpx.URL(url.rstrip("/"))
+        port = parsed.port
+    except (httpx.InvalidURL, TypeError, ValueError) as exc:
+        raise ConfigError(redact(f"invalid LLM base URL {url!r}: {exc}")) from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ConfigError(redact(f"invalid LLM base URL {url!r}: it needs http:// or https:// and a host"))
+    if port is not None and not 0 < port < 65536:
+        raise ConfigError(redact(f"invalid LLM base URL {url!r}: port {port} is out of range"))
+    return str(parsed)
 
 
 def encode_prompt_embeds(tensor: Any) -> str:

@@ -24,10 +24,11 @@ _IN_PROCESS = ("json_mode", "num_threads", "dtype")
 BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
     "local": _IN_PROCESS,
     "hf": (*_IN_PROCESS, "trust_remote_code"),
-    "openai": ("json_mode", "timeout", "connect_timeout", "max_retries", "backoff_base", "backoff_max",
-               "max_concurrency", "api_key_env", "extra_body"),
+    "openai": ("json_mode", "timeout", "connect_timeout", "max_retries", "connect_retries", "timeout_retries",
+               "backoff_base", "backoff_max",
+               "max_concurrency", "api_key_env", "extra_body", "context_window"),
     "llamacpp": ("json_mode", "n_ctx", "n_threads", "use_extra_bufts"),
-    "fake": ("constrains_json",),
+    "fake": ("constrains_json", "context_window"),
 }
 GENERATION_OPTIONS = ("temperature", "max_tokens")
 # methods whose calls have several roles take max_tokens per role (max_tokens.ROLE=N)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, runtime_checkable
 
 from tandem.errors import ConfigError
@@ -182,6 +182,45 @@ def truncate_at_stop(text: str, stop: Iterable[str]) -> tuple[str, bool]:
         if i >= 0 and (cut < 0 or i < cut):
             cut = i
     return (text[:cut], True) if cut >= 0 else (text, False)
+
+
+# A prompt may use (context_window - max_tokens) * CHARS_PER_TOKEN characters: 3 characters a token is
+# below what English text takes in any BPE vocabulary here (SmolLM2: ~4.2), so the estimate errs short.
+CHARS_PER_TOKEN = 3
+CUT_MARK = "\n[... {n} characters cut to fit the model's context window ...]\n"
+
+
+def context_window(llm: object) -> int | None:
+    """The LLM's context window in tokens (a ``context_window`` attribute), or None when unknown."""
+    value = getattr(llm, "context_window", None)
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def fit_to_context(req: LLMRequest, window: int | None) -> tuple[LLMRequest, int]:
+    """Cut ``req``'s prompt to the context window; returns (request, characters cut).
+
+    The rule: the messages may hold ``(window - max_tokens) * CHARS_PER_TOKEN`` characters. While they
+    hold more, the longest message loses the middle of its text (its head and its tail, where RAG
+    prompts put the instructions and the question, are kept) and a marker saying how much was cut
+    takes its place. ``window=None`` leaves the request as it is.
+    """
+    if window is None:
+        return req, 0
+    budget = max(0, window - req.max_tokens) * CHARS_PER_TOKEN
+    msgs = list(req.messages)
+    cut = 0
+    for _ in range(len(msgs)):
+        excess = sum(len(m.content) for m in msgs) - budget
+        if excess <= 0:
+            break
+        i = max(range(len(msgs)), key=lambda j: len(msgs[j].content))
+        text = msgs[i].content
+        removed = min(len(text), excess + len(CUT_MARK.format(n=10**12)))  # room for the marker too
+        keep = len(text) - removed
+        head = keep // 2
+        msgs[i] = Message(msgs[i].role, text[:head] + CUT_MARK.format(n=removed) + text[len(text) - (keep - head):])
+        cut += removed
+    return (replace(req, messages=tuple(msgs)), cut) if cut else (req, 0)
 
 
 JSON_INSTRUCTION = (

@@ -12,7 +12,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 from tandem.errors import ConfigError, ParseError
 from tandem.index.store import DocStore
 from tandem.llm.structured import bound_schema
-from tandem.llm.types import LLM, LLMRequest, LLMResponse, Message, constrains_json
+from tandem.llm.types import LLM, LLMRequest, LLMResponse, Message, constrains_json, context_window, fit_to_context
 from tandem.retrieve.base import Retriever
 from tandem.types import Answer, Document, Hit, LLMCall, Question, Step
 
@@ -43,13 +43,16 @@ class Search:
 
 
 def record_call(llm: LLM, step: Step, role: str, req: LLMRequest) -> LLMResponse:
-    """Complete ``req`` and append the call to ``step`` (the one place method LLM calls are recorded)."""
+    """Complete ``req`` and append the call to ``step`` (the one place method LLM calls are recorded).
+    A prompt longer than the LLM's context window is cut first (:func:`fit_to_context`); the call
+    records how many characters went."""
+    req, cut = fit_to_context(req, context_window(llm))
     resp = llm.complete(req)
     step.llm_calls.append(LLMCall(
         role=role, messages=tuple(m.to_dict() for m in req.messages), output=resp.text,
         prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens,
         latency_s=resp.latency_s, cached=getattr(resp, "cached", False),
-        structured=req.json_schema is not None, constrained=getattr(resp, "constrained", False),
+        structured=req.json_schema is not None, constrained=getattr(resp, "constrained", False), cut_chars=cut,
     ))
     return resp
 

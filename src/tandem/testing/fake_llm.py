@@ -49,6 +49,7 @@ class FakeLLM:
         name: str = "fake",
         spec: str = "fake",
         constrains_json: bool = False,
+        context_window: int | None = None,
     ) -> None:
         if match not in MATCH_MODES:
             raise ValueError(f"unknown match mode {match!r}; modes: {sorted(MATCH_MODES)}")
@@ -58,6 +59,7 @@ class FakeLLM:
         self.match = match
         self.name = name
         self.spec = spec
+        self.context_window = context_window
         self.constrains_json = constrains_json
         self.calls: list[LLMRequest] = []
         self._lock = threading.Lock()

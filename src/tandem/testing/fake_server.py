@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-FAULT_KINDS = ("500", "429", "timeout", "garbage", "drop")
+FAULT_KINDS = ("500", "429", "timeout", "garbage", "drop", "null_choice", "bad_gzip", "echo_auth")
 
 
 @dataclass
@@ -29,7 +29,9 @@ class Fault:
     """One injected failure.
 
     ``kind``: ``"500"``, ``"429"``, ``"timeout"`` (sleep ``sleep_s`` before answering normally),
-    ``"garbage"`` (HTTP 200 with a non-JSON body), ``"drop"`` (close the connection unanswered).
+    ``"garbage"`` (HTTP 200 with a non-JSON body), ``"drop"`` (close the connection unanswered),
+    ``"null_choice"`` (HTTP 200 ``{"choices": [null]}``), ``"bad_gzip"`` (HTTP 200 declaring a gzip body
+    that is not gzip), ``"echo_auth"`` (HTTP 401 whose body repeats the request's Authorization header).
     Applies to the first ``first_n`` requests it sees (all when None) whose last user message
     matches ``pattern`` (a regex; all when None).
     """
@@ -214,6 +216,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(int(fault.kind), {"error": {"message": f"injected {fault.kind}"}}, headers)
             elif fault.kind == "garbage":
                 self._send_raw(200, b"<html>502 Bad Gateway</html> {not json", "text/html")
+            elif fault.kind == "null_choice":
+                self._send(200, {"choices": [None]})
+            elif fault.kind == "bad_gzip":
+                self._send_raw(200, b"\x1f\x8b\x08 this is not gzip", "application/json", {"Content-Encoding": "gzip"})
+            elif fault.kind == "echo_auth":
+                self._send(401, {"error": {"message": f"bad key in {self.headers.get('Authorization')}"}})
             else:  # drop
                 self.close_connection = True
         except (BrokenPipeError, ConnectionResetError):

@@ -22,6 +22,7 @@ plus ``trainer.pt`` (optimizer, step, log) for resuming and ``lora/`` when the L
 from __future__ import annotations
 
 import json
+import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -32,10 +33,12 @@ import torch
 from torch import nn
 
 from tandem.errors import ConfigError
-from tandem.io import atomic_dir
+from tandem.outdir import LEGACY, atomic_dir
 
 FEATURES = ("r", "gamma", "zeta")
 CONFIG_FILE, WEIGHTS_FILE, TRAINER_FILE, LORA_DIR = "r2former.json", "r2former.pt", "trainer.pt", "lora"
+# a checkpoint folder written before folder markers holds only these
+LEGACY["r2former"] = lambda folder: {p.name for p in folder.iterdir()} <= {CONFIG_FILE, WEIGHTS_FILE, TRAINER_FILE, LORA_DIR}
 FORMAT_VERSION = 1
 PROJECTIONS = ("linear", "scaled")
 
@@ -187,7 +190,7 @@ def relevance_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 def save_checkpoint(folder: str | Path, model: R2Former, trainer: dict[str, Any] | None = None,
                     lora_save: Callable[[Path], None] | None = None) -> Path:
     """Write a checkpoint folder atomically (temporary folder renamed into place)."""
-    with atomic_dir(folder) as tmp:
+    with atomic_dir(folder, "r2former") as tmp:
         (tmp / CONFIG_FILE).write_text(json.dumps(asdict(model.config), indent=1), encoding="utf-8")
         torch.save(model.state_dict(), tmp / WEIGHTS_FILE)
         if trainer is not None:
@@ -216,6 +219,13 @@ def load_r2former(folder: str | Path) -> R2Former:
 
 
 def load_trainer_state(folder: str | Path) -> dict[str, Any] | None:
-    """The optimizer/step state saved next to a checkpoint (None when there is none)."""
+    """The optimizer/step state saved next to a checkpoint (None when there is none). Loaded with
+    ``weights_only=True``: tensors and plain containers only, so a crafted file cannot run code."""
     path = Path(folder) / TRAINER_FILE
-    return torch.load(path, map_location="cpu", weights_only=False) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise ConfigError(f"{path}: refusing to load (not a plain trainer state: "
+                          f"{str(exc).splitlines()[0][:200]}); delete it or use --no-resume") from exc

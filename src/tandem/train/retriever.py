@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tandem.index.store import DocStore
-from tandem.io import atomic_dir
+from tandem.outdir import LEGACY, atomic_dir
 from tandem.models import DEFAULT_ENCODER, offline_env, resolve_model
 from tandem.types import Question
 
@@ -188,9 +188,12 @@ def train_retriever(questions: Sequence[TrainQuestion], pool: Sequence[str], out
     return log
 
 
+LEGACY["retriever"] = lambda folder: (folder / "train_log.json").is_file()  # a model saved before folder markers
+
+
 def _save(model: Any, out: Path, log: dict[str, Any]) -> None:
     """Write the model folder next to ``out`` and rename it into place (never a half-written model)."""
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, "retriever") as tmp:
         model.save(str(tmp))
         (tmp / "train_log.json").write_text(json.dumps(log, indent=2), encoding="utf-8")
 

@@ -1,0 +1,220 @@
+"""Output folders tandem owns: a marker file, an exclusive lock, and atomic replacement with roll-back.
+
+Rules (docs/reliability.md):
+
+- tandem writes only into folders it created. Each one carries :data:`MARKER` (``.tandem.json``:
+  kind, version, and for replaced folders the top-level names tandem wrote). A folder that exists,
+  is not empty and has no marker (or the marker of another kind) is refused before any work starts.
+- A folder replaced as a whole (index, model, checkpoint: :func:`atomic_dir`) is replaced only if
+  every entry in it was written by tandem; a file someone added is never deleted.
+- One process at a time per folder: :func:`folder_lock` holds an ``flock`` on ``.<name>.lock``
+  beside the folder (removed when released); a second process gets a
+  :class:`~tandem.errors.ConfigError` naming the holder.
+- A replacement renames the old folder to ``.<name>.old-<pid>``, the new one into place, then
+  deletes the old one. A crash between the two renames is rolled back by :func:`recover_swap`,
+  which every build and open calls; temp folders of dead builds are removed at the next build.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from tandem import __version__
+from tandem.errors import ConfigError
+
+MARKER = ".tandem.json"
+
+# Folders made before markers existed: kind -> a check that the folder is one tandem wrote.
+LegacyCheck = Callable[[Path], bool]
+LEGACY: dict[str, LegacyCheck] = {}
+
+_held: dict[Path, tuple[int, int]] = {}  # lock path -> (fd, depth): locks are re-entrant per process
+_held_guard = threading.Lock()
+
+
+def read_marker(folder: Path) -> dict[str, Any] | None:
+    """The folder's marker, or None when it has none (or it is unreadable)."""
+    try:
+        data = json.loads((folder / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_marker(folder: Path, kind: str, written: list[str] | None = None) -> None:
+    """Mark ``folder`` as a tandem folder of ``kind``; ``written``: the top-level names tandem wrote."""
+    from tandem.io import write_json_atomic
+
+    record: dict[str, Any] = {"kind": kind, "tandem_version": __version__}
+    if written is not None:
+        record["written"] = sorted(written)
+    write_json_atomic(folder / MARKER, record)
+
+
+def check_owned(folder: str | Path, kind: str, *, replacing: bool = False) -> bool:
+    """Raise ConfigError unless tandem may write ``folder`` as a ``kind`` folder. Returns True if it
+    exists and is tandem's (False: absent or empty). ``replacing``: the whole folder will be replaced,
+    so every entry in it must be one tandem wrote."""
+    path = Path(folder)
+    if not path.exists():
+        return False
+    if not path.is_dir():
+        raise ConfigError(f"{path} is a file, not a folder: give another --out")
+    entries = sorted(p.name for p in path.iterdir())
+    if not entries:
+        return False
+    marker = read_marker(path)
+    if marker is None:
+        if kind in LEGACY and LEGACY[kind](path):
+            return True
+        shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
+        raise ConfigError(f"{path} is not empty and was not made by tandem (it holds {shown}): "
+                          "refusing to write into it; give a new or empty folder")
+    if marker.get("kind") != kind:
+        raise ConfigError(f"{path} holds a tandem {marker.get('kind')!r} folder, not a {kind!r} one: give another --out")
+    if replacing and "written" in marker:
+        foreign = sorted(set(entries) - set(marker["written"]) - {MARKER})
+        if foreign:
+            raise ConfigError(f"{path} holds files tandem did not write ({', '.join(foreign[:5])}): "
+                              "refusing to replace the folder; move them out or give another --out")
+    return True
+
+
+def claim_dir(folder: str | Path, kind: str) -> Path:
+    """Check ``folder`` (see :func:`check_owned`), create it and mark it; for folders written file by
+    file (run folders), never replaced as a whole."""
+    path = Path(folder)
+    check_owned(path, kind)
+    path.mkdir(parents=True, exist_ok=True)
+    if read_marker(path) is None:
+        write_marker(path, kind)
+    return path
+
+
+def lock_path(folder: str | Path) -> Path:
+    path = Path(folder).absolute()
+    return path.parent / f".{path.name}.lock"
+
+
+def _acquire(path: Path, folder: str | Path) -> int:
+    """Open and flock ``path``; retried when another process deleted the file in between (the lock
+    must be on the file the path names now)."""
+    import fcntl
+
+    for _ in range(20):
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise ConfigError(f"{folder} is in use by another tandem process (pid {holder}); "
+                              "wait for it to finish or give another --out") from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode("ascii"))
+            return fd
+        os.close(fd)
+    raise ConfigError(f"could not lock {folder}: its lock file {path} keeps changing")
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder`` (re-entrant within a process) through ``.<name>.lock``
+    beside it, removed on release; another process holding it is a ConfigError naming its pid."""
+    path = lock_path(folder)
+    with _held_guard:
+        if path in _held:
+            fd, depth = _held[path]
+            _held[path] = (fd, depth + 1)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _held[path] = (_acquire(path, folder), 1)
+    try:
+        yield
+    finally:
+        with _held_guard:
+            fd, depth = _held[path]
+            if depth > 1:
+                _held[path] = (fd, depth - 1)
+            else:
+                del _held[path]
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)  # while still held: a waiting process re-checks the inode
+                os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _dead(path: Path) -> bool:
+    pid = path.name.rsplit("-", 1)[-1]
+    return pid.isdigit() and not _pid_alive(int(pid))
+
+
+def recover_swap(folder: str | Path) -> None:
+    """Finish or roll back replacements of ``folder`` that a dead process left: with ``folder`` missing,
+    its ``.old-<pid>`` copy is renamed back; with ``folder`` present, the old copy is deleted. Temp
+    build folders of dead processes are deleted."""
+    out = Path(folder)
+    if not out.parent.is_dir():
+        return
+    for old in sorted(out.parent.glob(f".{out.name}.old-*")):
+        if not _dead(old):
+            continue
+        if not out.exists():
+            os.replace(old, out)
+        else:
+            shutil.rmtree(old, ignore_errors=True)
+    for tmp in out.parent.glob(f".{out.name}.building-*"):
+        if _dead(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def swap_dir(tmp: Path, out: Path) -> None:
+    """Put the finished folder ``tmp`` at ``out``: old folder aside, new into place, old deleted."""
+    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    if out.exists():
+        os.replace(out, old)
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def atomic_dir(folder: str | Path, kind: str) -> Iterator[Path]:
+    """Yield a temp folder beside ``folder``; if the block succeeds it replaces ``folder`` (readers see
+    the old folder or the new one, never half). The checks of :func:`check_owned` run first, before
+    any work; the new folder is marked as ``kind`` with the names written into it."""
+    out = Path(folder)
+    with folder_lock(out):
+        recover_swap(out)
+        check_owned(out, kind, replacing=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.parent / f".{out.name}.building-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        try:
+            yield tmp
+            write_marker(tmp, kind, [p.name for p in tmp.iterdir()])
+            swap_dir(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise

@@ -1,0 +1,370 @@
+"""Faults and bad input (docs/reliability.md): one test per case of the fault matrix.
+
+CLI cases run ``python -m tandem.cli`` in a subprocess, as a user would, and check the exit code,
+the message, and what is left on disk."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tandem.corpus import load_corpus
+from tandem.errors import ConfigError, DataError, LLMError, RunError
+from tandem.eval.retrieval import check_gold_coverage
+from tandem.eval.runner import ERRORS_LOG, PREDICTIONS, load_done, run_qa
+from tandem.index import build_index, open_index
+from tandem.index.store import DocStore
+from tandem.io import ReadStats
+from tandem.llm.openai_compat import OpenAILLM
+from tandem.llm.types import CHARS_PER_TOKEN, LLMRequest
+from tandem.methods import build_method
+from tandem.outdir import MARKER, folder_lock
+from tandem.testing.fake_llm import FakeLLM
+from tandem.testing.fake_server import Fault, FakeOpenAIServer
+from tandem.types import Document, Question
+from tests.conftest import shared
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "sk-test-7f3a9c1e5b2d4f60"
+QUESTIONS = [Question(f"q{i}", f"What is item {i}?", (f"item{i}",)) for i in range(8)]
+CONFIG = {"method": "direct", "dataset": "items.jsonl", "llm": "fake"}
+
+
+def tandem(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tandem.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def popen(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tandem.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=ROOT)
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def closed_port_url() -> str:
+    with FakeOpenAIServer() as srv:
+        url = srv.base_url
+    return url
+
+
+# -- secrets -----------------------------------------------------------------------------------
+
+def test_bad_url_is_one_line_config_error_without_the_key():
+    res = tandem("ask", "--method", "direct", "--llm", "openai:m@http://127.0.0.1:abc/v1", "What?",
+                 env={"OPENAI_API_KEY": KEY})
+    assert res.returncode == 2, res.stderr
+    assert "invalid LLM base URL" in res.stderr and "Invalid port" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert KEY not in res.stdout + res.stderr
+
+
+def test_a_server_echoing_the_key_leaks_it_nowhere(tmp_path):
+    data = shared("fixtures/hotpot_example.jsonl")
+    with FakeOpenAIServer(faults=[Fault("echo_auth")]) as srv:
+        res = tandem("eval", "qa", "--method", "direct", "--dataset", str(data), "--limit", "2",
+                     "--llm", f"openai:m@{srv.base_url}", "--out", str(tmp_path / "run"), env={"OPENAI_API_KEY": KEY})
+    assert res.returncode == 1, res.stderr  # every question failed
+    assert "every question failed" in res.stderr
+    written = "".join(p.read_text(errors="replace") for p in (tmp_path / "run").rglob("*") if p.is_file()
+                      and not p.name.startswith("llm-cache"))
+    assert "Bearer ***" in written  # the error is recorded, redacted
+    assert KEY not in res.stdout + res.stderr + written
+
+
+# -- user files ------------------------------------------------------------------------------------
+
+def test_index_refuses_a_users_folder_before_any_work(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "manifest.json").write_text('{"my": "manifest"}')
+    (mine / "notes.txt").write_text("keep me")
+    res = tandem("index", "--corpus", "examples/demo_corpus", "--kind", "bm25", "--out", str(mine))
+    assert res.returncode == 2
+    assert "was not made by tandem" in res.stderr and "notes.txt" in res.stderr
+    assert "passages" not in res.stderr  # refused before the corpus was even read
+    assert sorted(p.name for p in mine.iterdir()) == ["manifest.json", "notes.txt"]
+    assert (mine / "notes.txt").read_text() == "keep me"
+
+
+def test_index_never_deletes_a_file_added_to_an_index_folder(tmp_path, small_docs):
+    build_index(small_docs, tmp_path / "idx", kind="bm25")
+    (tmp_path / "idx" / "notes.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="did not write \\(notes.txt\\)"):
+        build_index(small_docs[:3], tmp_path / "idx", kind="bm25")
+    assert (tmp_path / "idx" / "notes.txt").read_text() == "keep me"
+    assert open_index(tmp_path / "idx").manifest.doc_count == 5
+
+
+def test_eval_retrieval_refuses_a_folder_with_a_users_config(tmp_path, small_docs):
+    build_index(small_docs, tmp_path / "idx", kind="bm25")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"mine": true}')
+    res = tandem("eval", "retrieval", "--dataset", str(shared("fixtures/hotpot_example.jsonl")), "--index",
+                 str(tmp_path / "idx"), "--any-corpus", "--out", str(run))
+    assert res.returncode == 2 and "was not made by tandem" in res.stderr
+    assert sorted(p.name for p in run.iterdir()) == ["config.json"] and (run / "config.json").read_text() == '{"mine": true}'
+
+
+def test_eval_qa_refuses_a_users_predictions_file_and_adds_nothing(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / PREDICTIONS).write_text('{"id": "x"}\nmy own notes, not JSON\n')
+    res = tandem("eval", "qa", "--method", "direct", "--dataset", str(shared("fixtures/hotpot_example.jsonl")),
+                 "--llm", "fake:x", "--out", str(run))
+    assert res.returncode == 2 and "was not made by tandem" in res.stderr
+    assert sorted(p.name for p in run.iterdir()) == [PREDICTIONS]  # no llm-cache.sqlite either
+    assert "my own notes" in (run / PREDICTIONS).read_text()
+
+
+def test_out_that_is_a_file_is_refused(tmp_path):
+    target = tmp_path / "file.txt"
+    target.write_text("mine")
+    res = tandem("index", "--corpus", "examples/demo_corpus", "--kind", "bm25", "--out", str(target))
+    assert res.returncode == 2 and "is a file" in res.stderr and target.read_text() == "mine"
+
+
+def test_a_corrupt_middle_line_in_a_run_is_named_and_nothing_deleted(tmp_path):
+    run_qa(build_method("direct", FakeLLM(default="x")), QUESTIONS[:2], tmp_path, CONFIG)
+    path = tmp_path / PREDICTIONS
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text(lines[0] + "garbage\n" + lines[1])
+    with pytest.raises(DataError, match=f"{PREDICTIONS}:2: not a prediction record"):
+        load_done(path)
+    assert "garbage" in path.read_text()
+
+
+# -- two processes on one folder --------------------------------------------------------------------
+
+def test_a_second_process_on_a_locked_run_folder_gets_a_clear_error(tmp_path):
+    run = tmp_path / "run"
+    with folder_lock(run):
+        res = tandem("eval", "qa", "--method", "direct", "--dataset", str(shared("fixtures/hotpot_example.jsonl")),
+                     "--llm", "fake:x", "--out", str(run))
+    assert res.returncode == 2
+    assert f"in use by another tandem process (pid {os.getpid()})" in res.stderr
+    assert not run.exists()
+    res = tandem("eval", "qa", "--method", "direct", "--dataset", str(shared("fixtures/hotpot_example.jsonl")),
+                 "--llm", "fake:x", "--out", str(run))
+    assert res.returncode == 0, res.stderr
+    assert len(load_done(run / PREDICTIONS)) == 10 and (run / MARKER).exists()
+    assert not (tmp_path / ".run.lock").exists()  # released and removed
+
+
+# -- Ctrl-C ---------------------------------------------------------------------------------------
+
+def test_ctrl_c_in_eval_qa_writes_partial_metrics_and_exits_130(tmp_path):
+    calls = itertools.count()
+
+    def answer(body):
+        if next(calls) >= 3:
+            time.sleep(20)  # the rest hang until the user gives up
+        return "x"
+
+    run = tmp_path / "run"
+    with FakeOpenAIServer(answer=answer) as srv:
+        proc = popen("eval", "qa", "--method", "direct", "--dataset", str(shared("fixtures/hotpot_example.jsonl")),
+                     "--llm", f"openai:m@{srv.base_url}", "--llm-opt", "json_mode=prompt", "--concurrency", "2",
+                     "--out", str(run))
+        deadline = time.time() + 60
+        while time.time() < deadline and len(load_done(run / PREDICTIONS) if (run / PREDICTIONS).exists() else {}) < 3:
+            time.sleep(0.1)
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=15)  # in-flight requests do not hold the process up
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["partial"] is True and metrics["questions"] == 3 and metrics["pending"] == 7
+    assert srv.count <= 6  # queued questions were not sent after the interrupt
+
+
+# -- dead, hanging and broken servers --------------------------------------------------------------
+
+def test_connection_refused_fails_after_one_quick_retry(caplog):
+    llm = OpenAILLM("m", closed_port_url(), backoff_base=0.01)
+    with pytest.raises(LLMError, match="after 2 attempt\\(s\\).*cannot connect") as info:
+        llm.complete(LLMRequest.from_prompt("hi"))
+    assert info.value.unreachable
+    assert "retry 1 of 1" in caplog.text  # every retry is logged
+
+
+def test_a_hanging_server_costs_two_timeouts_by_default_and_the_budget_is_settable():
+    with FakeOpenAIServer(latency_s=3.0) as srv:
+        with pytest.raises(LLMError, match="after 2 attempt\\(s\\).*timeout"):
+            OpenAILLM("m", srv.base_url, timeout=0.2, backoff_base=0.01).complete(LLMRequest.from_prompt("hi"))
+        assert srv.count == 2
+        with pytest.raises(LLMError, match="after 1 attempt\\(s\\)"):
+            OpenAILLM("m", srv.base_url, timeout=0.2, timeout_retries=0).complete(LLMRequest.from_prompt("hi"))
+
+
+def test_eval_against_a_dead_server_stops_early_and_exits_1(tmp_path):
+    run = tmp_path / "run"
+    res = tandem("eval", "qa", "--method", "direct", "--dataset", str(shared("fixtures/hotpot_example.jsonl")),
+                 "--llm", f"openai:m@{closed_port_url()}", "--llm-opt", "backoff_base=0.01", "--out", str(run))
+    assert res.returncode == 1, res.stderr
+    assert "stopped after 3 questions in a row could not reach the LLM server" in res.stderr
+    assert load_done(run / PREDICTIONS) == {}  # nothing recorded as done: a re-run retries them all
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["partial"] is True and metrics["errors"] == 3
+
+
+def test_malformed_replies_are_per_question_errors_and_the_run_goes_on(tmp_path):
+    faults = [Fault("null_choice", pattern="item 1\\?"), Fault("bad_gzip", pattern="item 2\\?")]
+    with FakeOpenAIServer(answer="ok", faults=faults) as srv:
+        llm = OpenAILLM("m", srv.base_url, max_retries=1, backoff_base=0.01, json_mode="prompt")
+        metrics = run_qa(build_method("direct", llm), QUESTIONS, tmp_path, CONFIG, concurrency=2)
+    done = load_done(tmp_path / PREDICTIONS)
+    assert "choices[0] is NoneType" in done["q1"]["error"]
+    assert "unreadable body (DecodingError" in done["q2"]["error"]
+    assert metrics["errors"] == 2 and metrics["answered"] == 6
+
+
+def test_any_exception_in_one_question_is_recorded_with_its_traceback_in_the_log(tmp_path):
+    def answer(req):
+        if "item 4" in req.last_user:
+            raise TypeError("a bug inside one question")
+        return "ok"
+
+    metrics = run_qa(build_method("direct", FakeLLM(default=answer)), QUESTIONS, tmp_path, CONFIG, concurrency=2)
+    done = load_done(tmp_path / PREDICTIONS)
+    assert done["q4"]["error"] == "TypeError: a bug inside one question" and "traceback" not in done["q4"]
+    assert "question q4" in (tmp_path / ERRORS_LOG).read_text() and "Traceback" in (tmp_path / ERRORS_LOG).read_text()
+    assert metrics["errors"] == 1 and metrics["answered"] == 7
+
+
+def test_every_question_failing_is_a_run_error_exit_1(tmp_path):
+    res = tandem("eval", "qa", "--method", "direct", "--dataset", str(shared("fixtures/hotpot_example.jsonl")),
+                 "--limit", "2", "--llm", "openai:m@http://127.0.0.1:1/v1", "--max-failures", "0",
+                 "--llm-opt", "backoff_base=0.01", "--out", str(tmp_path / "run"))
+    assert res.returncode == 1 and "every question failed (2 of 2)" in res.stderr
+
+
+# -- code execution ------------------------------------------------------------------------------
+
+class _Payload:
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.target}",))
+
+
+def test_a_pickle_payload_in_trainer_state_is_refused(tmp_path):
+    from tandem.train.r2former import TRAINER_FILE, load_trainer_state
+
+    pwned = tmp_path / "pwned"
+    (tmp_path / TRAINER_FILE).write_bytes(pickle.dumps({"step": 1, "x": _Payload(str(pwned))}))
+    with pytest.raises(ConfigError, match="refusing to load"):
+        load_trainer_state(tmp_path)
+    assert not pwned.exists()
+
+
+# -- silent zero ----------------------------------------------------------------------------------
+
+def test_retrieval_eval_over_a_foreign_index_is_an_error_not_a_zero(tmp_path):
+    store = DocStore([Document("other-1", "T", "text"), Document("other-2", "U", "more")])
+    qs = [Question("a", "?", ("x",), ("g1", "g2")), Question("b", "?", ("y",), ("g3",))]
+    with pytest.raises(DataError, match="only 0 of the 3 gold passage ids"):
+        check_gold_coverage(qs, store, 0.5, "idx")
+    assert check_gold_coverage(qs, store, 0.0, "idx") == 0.0
+    res = tandem("index", "--corpus", "examples/demo_corpus", "--kind", "bm25", "--out", str(tmp_path / "idx"))
+    assert res.returncode == 0, res.stderr
+    res = tandem("eval", "retrieval", "--dataset", str(shared("fixtures/hotpot_example.jsonl")), "--index",
+                 str(tmp_path / "idx"), "--any-corpus", "--out", str(tmp_path / "run"))
+    assert res.returncode == 2 and "gold passage ids" in res.stderr and "--min-gold-share" in res.stderr
+
+
+# -- oversized input ------------------------------------------------------------------------------
+
+def test_a_huge_jsonl_document_is_chunked_with_its_id_kept(tmp_path):
+    words = " ".join(f"w{i}" for i in range(700_000))  # ~5 MB in one record
+    path = tmp_path / "corpus.jsonl"
+    path.write_text(json.dumps({"id": "big", "title": "Big", "text": words}) + "\n"
+                    + json.dumps({"id": "small", "title": "S", "text": "short text"}) + "\n")
+    assert path.stat().st_size > 5_000_000
+    docs = load_corpus(path)
+    big = [d for d in docs if d.metadata.get("source_id") == "big"]
+    assert len(big) > 3000 and all(len(d.text.split()) <= 200 for d in docs)
+    assert big[0].id == "big#0" and [d.id for d in docs][-1] == "small"
+
+
+def test_a_prompt_over_the_context_window_is_cut_by_the_rule_and_recorded():
+    huge = Document("h", "Huge", "lorem ipsum " * 100_000)
+    llm = FakeLLM(default="Paris", context_window=2048)
+    method = build_method("oracle", llm, None, DocStore([huge]))
+    answer = method.answer(Question("q", "What is the capital of France?", ("Paris",), ("h",)))
+    sent = llm.calls[0]
+    call = answer.trace.llm_calls[0]
+    assert sum(len(m.content) for m in sent.messages) <= (2048 - sent.max_tokens) * CHARS_PER_TOKEN
+    assert call.cut_chars > 1_000_000 and call.to_dict()["cut_chars"] == call.cut_chars
+    assert sent.last_user.rstrip().endswith("Answer:") and "What is the capital of France?" in sent.last_user
+    assert "characters cut to fit the model's context window" in sent.last_user
+
+
+def test_skip_bad_counts_for_folders_and_json_arrays(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "good.txt").write_text("Warsaw is the capital of Poland.")
+    (folder / "bad.txt").write_bytes(b"caf\xe9 latin-1")
+    with pytest.raises(DataError, match="bad.txt:1: not valid UTF-8"):
+        load_corpus(folder)
+    stats = ReadStats()
+    assert [d.id for d in load_corpus(folder, skip_bad=True, stats=stats)] == ["good.txt#0"] and stats.skipped == 1
+    array = tmp_path / "corpus.json"
+    array.write_text(json.dumps([{"id": "a", "title": "A", "text": "x"}, "not an object"]))
+    stats = ReadStats()
+    assert len(load_corpus(array, skip_bad=True, stats=stats)) == 1 and stats.skipped == 1
+    res = tandem("index", "--corpus", str(folder), "--kind", "bm25", "--skip-bad", "--out", str(tmp_path / "idx"))
+    assert res.returncode == 0, res.stderr
+    assert "skipped 1 bad records" in res.stderr
+
+
+def test_eval_qa_takes_skip_bad_and_says_how_many(tmp_path):
+    data = tmp_path / "data.jsonl"
+    lines = shared("fixtures/hotpot_example.jsonl").read_text().splitlines()[:3]
+    data.write_text(lines[0] + "\n{broken\n" + lines[1] + "\n")
+    res = tandem("eval", "qa", "--method", "direct", "--dataset", str(data), "--llm", "fake:x", "--out",
+                 str(tmp_path / "run"))
+    assert res.returncode == 2 and "data.jsonl:2: malformed JSON" in res.stderr
+    res = tandem("eval", "qa", "--method", "direct", "--dataset", str(data), "--llm", "fake:x", "--skip-bad", "--out",
+                 str(tmp_path / "run"))
+    assert res.returncode == 0, res.stderr
+    assert "skipped 1 bad records" in res.stderr and len(load_done(tmp_path / "run" / PREDICTIONS)) == 2
+
+
+# -- interrupted swap -----------------------------------------------------------------------------
+
+def test_a_swap_cut_between_its_renames_is_rolled_back_on_open(tmp_path, small_docs):
+    build_index(small_docs, tmp_path / "idx", kind="bm25")
+    os.replace(tmp_path / "idx", tmp_path / f".idx.old-{dead_pid()}")  # crashed after the first rename
+    assert open_index(tmp_path / "idx").manifest.doc_count == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+
+
+def test_a_finished_swap_leaves_no_old_copy_after_the_next_build(tmp_path, small_docs):
+    build_index(small_docs, tmp_path / "idx", kind="bm25")
+    stale = tmp_path / f".idx.old-{dead_pid()}"
+    stale.mkdir()
+    (tmp_path / f".idx.building-{dead_pid()}").mkdir()
+    build_index(small_docs[:2], tmp_path / "idx", kind="bm25")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]
+    assert open_index(tmp_path / "idx").manifest.doc_count == 2
+
+
+def test_run_error_exit_code_is_1():
+    assert RunError("x").exit_code == 1 and ConfigError("x").exit_code == 2
