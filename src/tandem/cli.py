@@ -16,7 +16,7 @@ from tandem.cli_federate import federate_app
 from tandem.cli_llm import llm_app
 from tandem.cli_r2ag import register as register_r2ag
 from tandem.errors import RunError, TandemError
-from tandem.outdir import check_owned, folder_lock, recover_swap
+from tandem.outdir import add_file, check_owned, folder_lock, recover_swap
 from tandem.secrets import redact
 
 app = typer.Typer(help="tandem: retrieval-augmented multi-hop QA, retriever and LLM working together.", no_args_is_help=True,
@@ -271,8 +271,8 @@ def _eval_qa(method: str, dataset: Path, out_dir: Path, index_dir: Path | None, 
     runner_method, main_llm, _ = _method_for(method, llm, index_dir, hyper, cache_path, ds.passages, backend_opts)
     judge_llm = (main_llm if judge == llm else load_llm(judge, **({"cache": cache_path} if cache_path else {}))) if judge else None
     config = {"task": "qa", "method": method, "dataset": str(dataset), "format": ds.format,
-              "index": str(index_dir) if index_dir else None, "llm": llm, "llm_opts": backend_opts, "hyper": hyper,
-              "judge": judge, "reanswer": reanswer, "limit": limit, "concurrency": concurrency}
+              "index": str(index_dir) if index_dir else None, "llm": redact(llm), "llm_opts": backend_opts, "hyper": hyper,
+              "judge": redact(judge) if judge else None, "reanswer": reanswer, "limit": limit, "concurrency": concurrency}
     with progress_bar() as bar:
         task = bar.add_task(method, total=len(questions))
 
@@ -350,21 +350,25 @@ def report(
 def data_inspect(
     path: Annotated[Path, typer.Argument(help="Dataset, corpus file or folder.")],
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the format.")] = None,
+    skip_bad: Annotated[bool, typer.Option(help="Skip malformed records (counted) instead of stopping.")] = False,
 ) -> None:
     """Show a file's detected format and what it holds."""
     from tandem.corpus import load_corpus, load_dataset, sniff_format
     from tandem.corpus.formats import QA_FORMATS
+    from tandem.io import ReadStats
 
     detected = fmt or sniff_format(path)
     if detected in QA_FORMATS:
-        ds = load_dataset(path, format=detected)
+        ds = load_dataset(path, format=detected, skip_bad=skip_bad)
         with_gold = sum(1 for q in ds.questions if q.gold_doc_ids)
         out.print(f"format {ds.format}: {len(ds.questions)} questions ({with_gold} with gold passages), "
                   f"pool of {len(ds.passages)} passages")
         for note in ds.notes:
             out.print(note)
     else:
-        out.print(f"format {detected}: {len(load_corpus(path, format=detected))} passages")
+        stats = ReadStats()
+        out.print(f"format {detected}: {len(load_corpus(path, format=detected, skip_bad=skip_bad, stats=stats))} passages")
+        _report_skips(stats, skip_bad)
 
 
 @export_app.command("sft")
@@ -446,7 +450,7 @@ def train_retriever(
               "extra_datasets": [str(p) for p in extra_dataset], "extra_limit": extra_limit, "train_examples": len(examples),
               "unrollings": str(unrollings) if unrollings else None, "query": query if unrollings else "q",
               "before": before, "after": after, "train": log}
-    (out_dir / "eval.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    add_file(out_dir, "eval.json", json.dumps(report, indent=2))
     if before and after:
         _print_row(f"dense retrieval on questions {eval_questions} (R@2 / R@5, %)",
                    {"base R@2": before["R@2"], "base R@5": before["R@5"], "tuned R@2": after["R@2"],

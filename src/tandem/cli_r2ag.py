@@ -8,6 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from tandem.outdir import add_file
+
 
 def _slice(spec: str) -> slice:
     start, _, end = spec.partition(":")
@@ -88,7 +90,7 @@ def train_r2ag_command(
               "planned_steps": log["planned_steps"], "minutes": log["minutes"], "stopped_early": log["stopped_early"],
               "val_before": log["val_before"], "val_after": log["val_after"],
               "val_ranking": tr.ranking_quality(load_r2former(out_dir), lists["val"]) if lists["val"] else None}
-    (out_dir / "train_report.json").write_text(json.dumps({**report, "log": log}, indent=1), encoding="utf-8")
+    add_file(out_dir, "train_report.json", json.dumps({**report, "log": log}, indent=1))
     typer.echo(json.dumps(report, indent=1))
 
 

@@ -58,6 +58,20 @@ def write_marker(folder: Path, kind: str, written: list[str] | None = None) -> N
     write_json_atomic(folder / MARKER, record)
 
 
+def add_file(folder: str | Path, name: str, text: str) -> Path:
+    """Write ``name`` into a folder tandem owns (atomically) and list it in the marker as tandem's, so a
+    later replacement of the folder may delete it."""
+    from tandem.io import atomic_open
+
+    path = Path(folder)
+    with atomic_open(path / name) as handle:
+        handle.write(text)
+    marker = read_marker(path)
+    if marker is not None and "written" in marker and name not in marker["written"]:
+        write_marker(path, marker["kind"], [*marker["written"], name])
+    return path / name
+
+
 def check_owned(folder: str | Path, kind: str, *, replacing: bool = False) -> bool:
     """Raise ConfigError unless tandem may write ``folder`` as a ``kind`` folder. Returns True if it
     exists and is tandem's (False: absent or empty). ``replacing``: the whole folder will be replaced,

@@ -101,4 +101,4 @@ def test_unparsed_calls_are_skipped(tmp_path):
 def test_cli_export_sft(run_dir, tmp_path):
     res = CliRunner().invoke(app, ["export", "sft", str(run_dir), "--out", str(tmp_path / "cli"), "--metric", "em"])
     assert res.exit_code == 0, res.output
-    assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == sorted([f"{r}.jsonl" for r in ROLE_FILES] + ["stats.json"])
+    assert sorted(p.name for p in (tmp_path / "cli").iterdir()) == sorted([f"{r}.jsonl" for r in ROLE_FILES] + ["stats.json", ".tandem.json"])

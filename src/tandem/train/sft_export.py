@@ -21,6 +21,7 @@ from typing import Any
 
 from tandem.errors import DataError
 from tandem.io import ReadStats, read_jsonl, write_json_atomic, write_jsonl_atomic
+from tandem.outdir import claim_dir
 from tandem.methods.dualrag_prompts import REPAIR_SUFFIX, ROLES, parses_for
 
 DEFAULT_METRICS = ("acc", "em")
@@ -80,7 +81,7 @@ def export_sft(run_dir: str | Path, out_dir: str | Path, metrics: Sequence[str] 
     for record in kept:
         for role, example in sft_examples(record.get("trace") or {}, counts):
             per_role[role].append(example)
-    out.mkdir(parents=True, exist_ok=True)
+    claim_dir(out, "sft-data")
     for role, examples in per_role.items():
         write_jsonl_atomic(out / f"{role}.jsonl", examples)
     stats = {
