@@ -41,7 +41,10 @@ class IndexMismatchError(TandemError):
 
 class LLMError(TandemError):
     """An LLM backend failed after its retries. ``kind``: ``connect`` / ``timeout`` (the server cannot be
-    reached), ``http`` (an error status), ``reply`` (an unreadable or malformed reply), or None."""
+    reached), ``http`` (an error status), ``reply`` (an unreadable or malformed reply), or None. The
+    CLI exits 1: the work failed, the input was not at fault."""
+
+    exit_code = 1
 
     def __init__(self, message: str, kind: str | None = None) -> None:
         super().__init__(message)

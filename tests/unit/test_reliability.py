@@ -109,6 +109,19 @@ def test_index_never_deletes_a_file_added_to_an_index_folder(tmp_path, small_doc
     assert open_index(tmp_path / "idx").manifest.doc_count == 5
 
 
+def test_an_index_from_before_folder_markers_is_still_replaced(tmp_path, small_docs):
+    build_index(small_docs, tmp_path / "idx", kind="bm25")
+    (tmp_path / "idx" / MARKER).unlink()  # as built by an older tandem
+    build_index(small_docs[:2], tmp_path / "idx", kind="bm25")
+    assert open_index(tmp_path / "idx").manifest.doc_count == 2 and (tmp_path / "idx" / MARKER).exists()
+
+
+def test_ask_against_a_dead_server_is_one_line_and_exit_1():
+    res = tandem("ask", "--method", "direct", "--llm", f"openai:m@{closed_port_url()}", "--llm-opt", "backoff_base=0.01",
+                 "What?")
+    assert res.returncode == 1 and "cannot connect" in res.stderr and "Traceback" not in res.stderr
+
+
 def test_eval_retrieval_refuses_a_folder_with_a_users_config(tmp_path, small_docs):
     build_index(small_docs, tmp_path / "idx", kind="bm25")
     run = tmp_path / "run"
@@ -366,5 +379,6 @@ def test_a_finished_swap_leaves_no_old_copy_after_the_next_build(tmp_path, small
     assert open_index(tmp_path / "idx").manifest.doc_count == 2
 
 
-def test_run_error_exit_code_is_1():
-    assert RunError("x").exit_code == 1 and ConfigError("x").exit_code == 2
+def test_exit_codes_of_the_error_classes():
+    assert RunError("x").exit_code == 1 and LLMError("x").exit_code == 1
+    assert ConfigError("x").exit_code == 2 and DataError("x").exit_code == 2
