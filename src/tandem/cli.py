@@ -16,6 +16,7 @@ from tandem.cli_federate import federate_app
 from tandem.cli_llm import llm_app
 from tandem.cli_r2ag import register as register_r2ag
 from tandem.errors import RunError, TandemError
+from tandem.io import ReadStats
 from tandem.outdir import add_file, check_owned, folder_lock, recover_swap
 from tandem.secrets import redact
 
@@ -37,7 +38,6 @@ register_r2ag(train_app)
 def _load_docs(dataset: Path | None, corpus: Path | None, fmt: str | None, skip_bad: bool,
                max_tokens: int, overlap: int) -> list:
     from tandem.corpus import load_corpus
-    from tandem.io import ReadStats
 
     if (dataset is None) == (corpus is None):
         raise typer.BadParameter("give exactly one of --dataset or --corpus")
@@ -355,7 +355,6 @@ def data_inspect(
     """Show a file's detected format and what it holds."""
     from tandem.corpus import load_corpus, load_dataset, sniff_format
     from tandem.corpus.formats import QA_FORMATS
-    from tandem.io import ReadStats
 
     detected = fmt or sniff_format(path)
     if detected in QA_FORMATS:

@@ -31,9 +31,41 @@ from tandem.errors import ConfigError
 
 MARKER = ".tandem.json"
 
+
+
+def _json_file(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _names(folder: Path) -> set[str]:
+    return {p.name for p in folder.iterdir()}
+
+
+def _legacy_index(folder: Path) -> bool:
+    """A tandem manifest and nothing but index files."""
+    manifest = _json_file(folder / "manifest.json")
+    return ({"format_version", "corpus_hash", "kind"} <= set(manifest)
+            and _names(folder) <= {"manifest.json", "docs.jsonl", "bm25", "dense.faiss", "extras"})
+
+
+def _legacy_run(task: str) -> Callable[[Path], bool]:
+    """A run folder whose config.json names its task."""
+    return lambda folder: _json_file(folder / "config.json").get("task") == task
+
+
 # Folders made before markers existed: kind -> a check that the folder is one tandem wrote.
 LegacyCheck = Callable[[Path], bool]
-LEGACY: dict[str, LegacyCheck] = {}
+LEGACY: dict[str, LegacyCheck] = {
+    "index": _legacy_index,
+    "qa-run": _legacy_run("qa"),
+    "retrieval-run": _legacy_run("retrieval"),
+    "r2former": lambda folder: _names(folder) <= {"r2former.json", "r2former.pt", "trainer.pt", "lora", "train_report.json"},
+    "retriever": lambda folder: (folder / "train_log.json").is_file(),
+}
 
 _held: dict[Path, tuple[int, int]] = {}  # lock path -> (fd, depth): locks are re-entrant per process
 _held_guard = threading.Lock()

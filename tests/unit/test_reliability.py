@@ -29,7 +29,7 @@ from tandem.llm.types import CHARS_PER_TOKEN, LLMRequest
 from tandem.methods import build_method
 from tandem.outdir import MARKER, folder_lock
 from tandem.testing.fake_llm import FakeLLM
-from tandem.testing.fake_server import Fault, FakeOpenAIServer
+from tandem.testing.fake_server import FakeOpenAIServer, Fault
 from tandem.types import Document, Question
 from tests.conftest import shared
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from tandem.io import write_json_atomic, write_jsonl_atomic
-from tandem.outdir import LEGACY, claim_dir
+from tandem.outdir import claim_dir
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.json"
@@ -53,18 +53,3 @@ class RunDir:
     def read_config(self) -> dict[str, Any]:
         return json.loads((self.folder / CONFIG_FILE).read_text(encoding="utf-8"))
 
-
-def _legacy_run(task: str) -> Callable[[Path], bool]:
-    """A run folder written before folder markers: its config.json names the task."""
-
-    def check(folder: Path) -> bool:
-        try:
-            return json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8")).get("task") == task
-        except (OSError, ValueError, AttributeError):
-            return False
-
-    return check
-
-
-LEGACY["qa-run"] = _legacy_run("qa")
-LEGACY["retrieval-run"] = _legacy_run("retrieval")

@@ -9,7 +9,6 @@ folder that loads, and a folder holding anything tandem did not write is never r
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -22,10 +21,10 @@ from tandem.errors import ConfigError, IndexError_
 from tandem.index.bm25 import DEFAULT_BM25, build_bm25, load_bm25
 from tandem.index.dense import DEFAULT_DENSE, build_faiss, load_faiss, save_faiss
 from tandem.index.encoder import Encoder, load_encoder
-from tandem.index.manifest import MANIFEST, Manifest, corpus_hash
+from tandem.index.manifest import Manifest, corpus_hash
 from tandem.index.store import DocStore
 from tandem.models import DEFAULT_ENCODER, canonical_name
-from tandem.outdir import LEGACY, atomic_dir, recover_swap
+from tandem.outdir import atomic_dir, recover_swap
 from tandem.types import Document
 
 KINDS: dict[str, tuple[str, ...]] = {"bm25": ("bm25",), "dense": ("dense",), "hybrid": ("bm25", "dense")}
@@ -85,20 +84,6 @@ def _save_extra(folder: Path, manifest: Manifest, name: str, array: np.ndarray) 
     (folder / EXTRAS_DIR).mkdir(exist_ok=True)
     np.save(folder / EXTRAS_DIR / f"{name}.npy", array)
     manifest.extras[name] = {"dtype": str(array.dtype), "shape": list(array.shape)}
-
-
-def _legacy_index(folder: Path) -> bool:
-    """An index built before folder markers: a tandem manifest and nothing but index files."""
-    try:
-        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    names = {p.name for p in folder.iterdir()}
-    return isinstance(data, dict) and {"format_version", "corpus_hash", "kind"} <= set(data) and names <= INDEX_ENTRIES
-
-
-INDEX_ENTRIES = {MANIFEST, "docs.jsonl", "bm25", "dense.faiss", EXTRAS_DIR}
-LEGACY["index"] = _legacy_index
 
 
 class Index:

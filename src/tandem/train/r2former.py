@@ -33,12 +33,10 @@ import torch
 from torch import nn
 
 from tandem.errors import ConfigError
-from tandem.outdir import LEGACY, atomic_dir
+from tandem.outdir import atomic_dir
 
 FEATURES = ("r", "gamma", "zeta")
 CONFIG_FILE, WEIGHTS_FILE, TRAINER_FILE, LORA_DIR = "r2former.json", "r2former.pt", "trainer.pt", "lora"
-# a checkpoint folder written before folder markers holds only these
-LEGACY["r2former"] = lambda folder: {p.name for p in folder.iterdir()} <= {CONFIG_FILE, WEIGHTS_FILE, TRAINER_FILE, LORA_DIR}
 FORMAT_VERSION = 1
 PROJECTIONS = ("linear", "scaled")
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tandem.index.store import DocStore
-from tandem.outdir import LEGACY, atomic_dir
+from tandem.outdir import atomic_dir
 from tandem.models import DEFAULT_ENCODER, offline_env, resolve_model
 from tandem.types import Question
 
@@ -186,9 +186,6 @@ def train_retriever(questions: Sequence[TrainQuestion], pool: Sequence[str], out
            "loss_first": losses[:5], "loss_last": losses[-5:], "stopped_early": stopped}
     _save(model, Path(out), log)
     return log
-
-
-LEGACY["retriever"] = lambda folder: (folder / "train_log.json").is_file()  # a model saved before folder markers
 
 
 def _save(model: Any, out: Path, log: dict[str, Any]) -> None:
