@@ -15,6 +15,7 @@ from tandem.cli_common import console, out, progress_bar
 from tandem.cli_federate import federate_app
 from tandem.cli_llm import llm_app
 from tandem.cli_r2ag import register as register_r2ag
+from tandem.cli_serve import register as register_serve
 from tandem.errors import RunError, TandemError
 from tandem.io import ReadStats
 from tandem.outdir import add_file, check_owned, folder_lock, recover_swap
@@ -33,6 +34,7 @@ app.add_typer(train_app, name="train")
 app.add_typer(federate_app, name="federate")
 app.add_typer(llm_app, name="llm")
 register_r2ag(train_app)
+register_serve(app)
 
 
 def _load_docs(dataset: Path | None, corpus: Path | None, fmt: str | None, skip_bad: bool,
@@ -208,23 +210,18 @@ LLM_OPT_HELP = ("LLM option KEY=VALUE, repeatable: json_mode, timeout, max_retri
 
 def _method_for(method: str, llm_spec: str, index_dir: Path | None, settings: dict, cache: Path | None,
                 passages: list | None = None, backend_opts: dict | None = None):
-    """Build the LLM, the search over the index (if any) and the method."""
+    """Build the LLM, open the index (if any) and put the method together (:func:`tandem.compose.build_runnable`)."""
+    from tandem.compose import build_runnable
     from tandem.index import open_index
-    from tandem.index.store import DocStore
     from tandem.llm import load_llm
-    from tandem.methods import NEEDS_INDEX, Search, build_method
-    from tandem.retrieve import open_retriever
+    from tandem.methods import NEEDS_INDEX
 
     if method in NEEDS_INDEX and index_dir is None:
         raise typer.BadParameter(f"method {method!r} retrieves: give --index DIR")
     llm = load_llm(llm_spec, **(backend_opts or {}), **({"cache": cache} if cache else {}))
-    search = store = None
-    if index_dir is not None:
-        idx = open_index(index_dir)
-        search, store = Search(open_retriever(idx), idx.store), idx.store
-    if store is None and passages:
-        store = DocStore(passages)
-    return build_method(method, llm, search, store, **settings), llm, store
+    index = open_index(index_dir) if index_dir is not None else None
+    runnable, store = build_runnable(method, llm, index, settings, passages)
+    return runnable, llm, store
 
 
 @eval_app.command("qa")

@@ -68,3 +68,7 @@ class ParseError(TandemError):
     def __init__(self, message: str, raw: str = "") -> None:
         super().__init__(message)
         self.raw = raw
+
+
+class Cancelled(TandemError):
+    """The work for a question was cancelled (e.g. its HTTP client went away)."""

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import threading
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
+
+from tandem.errors import Cancelled
 
 
 def doc_id_for(title: str, text: str) -> str:
@@ -120,14 +126,51 @@ class Step:
         }
 
 
+@dataclass
+class TraceObserver:
+    """Watches the traces made while it is current (:func:`observe_traces`): ``on_step(i, step)`` gets
+    each step once it is complete (when the next one starts; the caller sends the last one), and a
+    set ``cancelled`` event stops the method at its next step or LLM call with :class:`Cancelled`."""
+
+    on_step: Callable[[int, Step], None]
+    cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def check(self) -> None:
+        if self.cancelled.is_set():
+            raise Cancelled("cancelled: the client went away")
+
+
+_OBSERVER: ContextVar[TraceObserver | None] = ContextVar("tandem_trace_observer", default=None)
+
+
+def current_observer() -> TraceObserver | None:
+    """The observer of traces made in this context, if any."""
+    return _OBSERVER.get()
+
+
+@contextlib.contextmanager
+def observe_traces(observer: TraceObserver) -> Iterator[TraceObserver]:
+    """Make ``observer`` watch every Trace created in this context (the HTTP server's live stream)."""
+    token = _OBSERVER.set(observer)
+    try:
+        yield observer
+    finally:
+        _OBSERVER.reset(token)
+
+
 @dataclass(slots=True)
 class Trace:
     """Everything a method did for one question."""
 
     steps: list[Step] = field(default_factory=list)
     docs_read: list[str] = field(default_factory=list)
+    observer: TraceObserver | None = field(default_factory=current_observer, repr=False, compare=False)
 
     def add(self, step: Step) -> Step:
+        if self.observer is not None:
+            self.observer.check()
+            if self.steps:
+                self.observer.on_step(len(self.steps) - 1, self.steps[-1])
         self.steps.append(step)
         return step
 

@@ -28,6 +28,35 @@ METHODS: dict[str, Callable[..., Method]] = {
 NEEDS_INDEX = {"naive_rag", "ircot", "dualrag", "cooprag", "r2ag"}
 
 
+def _signatures(name: str) -> list[Callable[..., Any]]:
+    """The callables whose keyword parameters are method ``name``'s settings (factory, then class)."""
+    if name == "r2ag":
+        from tandem.methods import r2ag
+
+        return [r2ag.from_settings, r2ag.R2AG]
+    return {"direct": [Direct], "naive_rag": [NaiveRAG], "oracle": [Oracle], "ircot": [IRCoT],
+            "dualrag": [dualrag.from_settings, dualrag.DualRAG], "cooprag": [cooprag.from_settings, cooprag.CoopRAG]}[name]
+
+
+def method_settings(name: str) -> dict[str, Any]:
+    """Method ``name``'s settings with their defaults (None where the default is not plain JSON)."""
+    import inspect
+
+    if name not in METHODS:
+        raise ConfigError(f"unknown method {name!r}; choose one of {sorted(METHODS)}")
+    out: dict[str, Any] = {}
+    for target in _signatures(name):
+        for pname, param in inspect.signature(target).parameters.items():
+            if pname in {"llm", "search", "store", "self", "model", "encoder_model"} or param.kind in (
+                    param.VAR_POSITIONAL, param.VAR_KEYWORD) or pname in out:
+                continue
+            if param.kind is param.POSITIONAL_OR_KEYWORD and param.default is inspect.Parameter.empty:
+                continue  # a positional part the factory supplies (the backend, the R²-Former, ...)
+            default = param.default
+            out[pname] = default if isinstance(default, (str, int, float, bool, type(None))) else None
+    return out
+
+
 def _r2ag(llm: LLM, search: Search | None, store: DocStore | None, **hp: Any) -> Method:
     from tandem.methods import r2ag  # torch: imported only when the method is built
 

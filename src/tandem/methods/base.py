@@ -14,7 +14,7 @@ from tandem.index.store import DocStore
 from tandem.llm.structured import bound_schema
 from tandem.llm.types import LLM, LLMRequest, LLMResponse, Message, constrains_json, context_window, fit_to_context
 from tandem.retrieve.base import Retriever
-from tandem.types import Answer, Document, Hit, LLMCall, Question, Step
+from tandem.types import Answer, Document, Hit, LLMCall, Question, Step, current_observer
 
 T = TypeVar("T")
 
@@ -46,6 +46,9 @@ def record_call(llm: LLM, step: Step, role: str, req: LLMRequest) -> LLMResponse
     """Complete ``req`` and append the call to ``step`` (the one place method LLM calls are recorded).
     A prompt longer than the LLM's context window is cut first (:func:`fit_to_context`); the call
     records how many characters went."""
+    observer = current_observer()
+    if observer is not None:
+        observer.check()  # a cancelled request stops before its next LLM call
     req, cut = fit_to_context(req, context_window(llm))
     resp = llm.complete(req)
     step.llm_calls.append(LLMCall(

@@ -1,0 +1,1 @@
+"""The HTTP service: engine (no HTTP) and FastAPI app."""

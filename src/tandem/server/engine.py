@@ -1,0 +1,136 @@
+"""What the HTTP server serves, without HTTP: named indexes, one LLM, methods built once per setting,
+a bounded pool of workers, and the per-question loop run under a trace observer (live steps and
+cancellation). The routes in :mod:`tandem.server.app` are thin over this."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, TypeVar
+
+from tandem.compose import build_runnable
+from tandem.errors import ConfigError, TandemError
+from tandem.index import open_index
+from tandem.index.build import Index
+from tandem.index.store import DocStore
+from tandem.llm import load_llm
+from tandem.llm.types import LLM
+from tandem.methods import METHODS, NEEDS_INDEX, method_settings
+from tandem.methods.base import Method
+from tandem.retrieve import open_retriever
+from tandem.types import Answer, Question, Step, TraceObserver, observe_traces
+
+T = TypeVar("T")
+
+
+class Busy(TandemError):
+    """The work queue is full: the client should retry later (HTTP 429)."""
+
+
+class Engine:
+    """Indexes by name, one LLM, and a bounded queue of questions.
+
+    Args:
+        indexes: name -> index folder (opened at start: a bad folder fails at once).
+        llm: an LLM spec (``local``, ``openai:MODEL@URL``, ...) or an LLM object.
+        method: the default method.
+        workers: questions answered at once; ``max_queue``: questions admitted (running + waiting);
+            beyond it :class:`Busy`.
+    """
+
+    def __init__(self, indexes: Mapping[str, str | Path], llm: str | LLM = "local", *, method: str = "dualrag",
+                 llm_opts: Mapping[str, Any] | None = None, workers: int = 2, max_queue: int = 16) -> None:
+        if method not in METHODS:
+            raise ConfigError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
+        self.indexes: dict[str, Index] = {name: open_index(path) for name, path in indexes.items()}
+        self.llm: LLM = load_llm(llm, **dict(llm_opts or {})) if isinstance(llm, str) else llm
+        self.llm_spec = llm if isinstance(llm, str) else getattr(llm, "spec", type(llm).__name__)
+        self.default_method = method
+        self.default_index = next(iter(self.indexes), None)
+        self._methods: dict[tuple[str, str | None, str], tuple[Method, DocStore | None]] = {}
+        self._lock = threading.Lock()
+        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tandem-serve")
+        self._slots = threading.BoundedSemaphore(max(1, max_queue))
+        self.max_queue = max_queue
+
+    def index(self, name: str | None) -> Index:
+        name = name or self.default_index
+        if name is None or name not in self.indexes:
+            raise ConfigError(f"unknown index {name!r}; indexes: {sorted(self.indexes)}")
+        return self.indexes[name]
+
+    def method(self, name: str | None, index: str | None, settings: Mapping[str, Any] | None) -> tuple[Method, DocStore | None]:
+        """The method ``name`` over ``index`` with ``settings``, built once and reused."""
+        import json
+
+        name = name or self.default_method
+        if name not in METHODS:
+            raise ConfigError(f"unknown method {name!r}; choose one of {sorted(METHODS)}")
+        unknown = sorted(set(settings or {}) - set(method_settings(name)))
+        if unknown:
+            raise ConfigError(f"unknown setting(s) {unknown} for {name!r}; settings: {sorted(method_settings(name))}")
+        idx_name = (index or self.default_index) if name in NEEDS_INDEX or index else None
+        key = (name, idx_name, json.dumps(dict(settings or {}), sort_keys=True))
+        with self._lock:
+            if key not in self._methods:
+                idx = self.index(idx_name) if idx_name else None
+                self._methods[key] = build_runnable(name, self.llm, idx, settings)
+            return self._methods[key]
+
+    def retrieve(self, query: str, index: str | None = None, k: int = 5, retriever: str | None = None) -> list[dict[str, Any]]:
+        """Top-``k`` hits for ``query`` with their passages."""
+        idx = self.index(index)
+        hits = open_retriever(idx, retriever).search(query, k)
+        return [{**h.to_dict(), **idx.store.get(h.doc_id).to_dict()} for h in hits]
+
+    def ask(self, question: str, method: str | None = None, index: str | None = None,
+            settings: Mapping[str, Any] | None = None, on_step: Callable[[dict[str, Any]], None] | None = None,
+            cancelled: threading.Event | None = None) -> dict[str, Any]:
+        """Answer one question (in the calling thread) -> the answer, cited passages, trace and cost.
+        ``on_step`` gets each step (:func:`step_payload`) as it completes; setting ``cancelled`` stops
+        the method at its next step or LLM call."""
+        runnable, store = self.method(method, index, settings)
+        observer = TraceObserver(lambda i, step: on_step(step_payload(i, step, store)) if on_step else None,
+                                 cancelled or threading.Event())
+        start = time.perf_counter()
+        with observe_traces(observer):
+            answer = runnable.answer(Question("ask", question))
+        return answer_payload(answer, store, method or self.default_method, time.perf_counter() - start)
+
+    def submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+        """Run ``fn`` on a worker if the queue has room (else :class:`Busy`), in a copy of this context."""
+        if not self._slots.acquire(blocking=False):
+            raise Busy(f"the work queue is full ({self.max_queue} questions admitted); retry later")
+        ctx = contextvars.copy_context()
+        future = self._pool.submit(ctx.run, fn, *args, **kwargs)
+        future.add_done_callback(lambda _: self._slots.release())
+        return future
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def step_payload(i: int, step: Step, store: DocStore | None) -> dict[str, Any]:
+    """One trace step as JSON, its hits with their passages' title and text (for the page)."""
+    data = {"index": i, **step.to_dict()}
+    if store is not None:
+        data["hits"] = [{**h, **({"title": store.get(h["doc_id"]).title, "text": store.get(h["doc_id"]).text}
+                                 if h["doc_id"] in store else {})} for h in data["hits"]]
+    return data
+
+
+def answer_payload(answer: Answer, store: DocStore | None, method: str, seconds: float) -> dict[str, Any]:
+    """The JSON an ask returns: answer, the passages shown to the LLM, the full trace and its cost."""
+    cited = [store.get(d).to_dict() for d in answer.trace.docs_read if store is not None and d in store]
+    calls = answer.trace.llm_calls
+    trace = {"steps": [step_payload(i, s, store) for i, s in enumerate(answer.trace.steps)],
+             "docs_read": answer.trace.docs_read}
+    return {
+        "answer": answer.text, "method": method, "cited": cited, "trace": trace,
+        "cost": {"llm_calls": len(calls), "prompt_tokens": sum(c.prompt_tokens for c in calls),
+                 "completion_tokens": sum(c.completion_tokens for c in calls), "seconds": round(seconds, 3)},
+    }
