@@ -35,7 +35,7 @@ def serve(
     api_key_file: Annotated[Optional[Path], typer.Option(help="File holding the API key (else $TANDEM_API_KEY; none: open).")] = None,
     cors: Annotated[list[str], typer.Option(help="Allowed CORS origin, repeatable (default: CORS off).")] = [],  # noqa: B006
     workers: Annotated[int, typer.Option(help="Questions answered at once.")] = 2,
-    max_queue: Annotated[int, typer.Option(help="Questions admitted (running + waiting); more get HTTP 429.")] = 16,
+    max_queue: Annotated[int, typer.Option(help="Questions admitted (running + waiting); more get HTTP 429.")] = 64,
     max_body: Annotated[int, typer.Option(help="Largest request body in bytes (413 above).")] = 1 << 20,
     max_question: Annotated[int, typer.Option(help="Longest question in characters (422 above).")] = 2000,
 ) -> None:

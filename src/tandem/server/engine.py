@@ -43,7 +43,7 @@ class Engine:
     """
 
     def __init__(self, indexes: Mapping[str, str | Path], llm: str | LLM = "local", *, method: str = "dualrag",
-                 llm_opts: Mapping[str, Any] | None = None, workers: int = 2, max_queue: int = 16) -> None:
+                 llm_opts: Mapping[str, Any] | None = None, workers: int = 2, max_queue: int = 64) -> None:
         if method not in METHODS:
             raise ConfigError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
         self.indexes: dict[str, Index] = {name: open_index(path) for name, path in indexes.items()}

@@ -40,11 +40,13 @@ function renderStep(step) {
   }
   if ((step.hits || []).length) {
     const d = el("details");
+    d.open = step.name.startsWith("retrieve");
     d.appendChild(el("summary", null, `${step.hits.length} hits`));
     for (const h of step.hits) {
       const div = el("div", "hit");
       div.appendChild(el("span", "title", `#${h.rank} ${h.title || h.doc_id} `));
-      div.appendChild(el("span", null, `(${Number(h.score).toFixed(3)}) ${h.text || ""}`));
+      const text = h.text || "";
+      div.appendChild(el("span", null, `(${Number(h.score).toFixed(3)}) ${text.length > 280 ? text.slice(0, 277) + "…" : text}`));
       d.appendChild(div);
     }
     li.appendChild(d);
