@@ -38,6 +38,8 @@ def serve(
     max_queue: Annotated[int, typer.Option(help="Questions admitted (running + waiting); more get HTTP 429.")] = 64,
     max_body: Annotated[int, typer.Option(help="Largest request body in bytes (413 above).")] = 1 << 20,
     max_question: Annotated[int, typer.Option(help="Longest question in characters (422 above).")] = 2000,
+    uploads: Annotated[Optional[Path], typer.Option(help="Folder for indexes built from uploaded files (POST /v1/indexes); default: none.")] = None,
+    max_upload: Annotated[int, typer.Option(help="Largest upload in bytes (413 above).")] = 20 << 20,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs), an OpenAI-compatible /v1/chat/completions and the web page at /."""
     import uvicorn
@@ -46,14 +48,16 @@ def serve(
     from tandem.server.app import create_app
     from tandem.server.engine import Engine
 
-    if not index:
-        raise ConfigError("give at least one --index DIR (build one with `tandem index`)")
+    if not index and uploads is None:
+        raise ConfigError("give at least one --index DIR (build one with `tandem index`) or --uploads DIR")
     key = api_key_file.read_text(encoding="utf-8").strip() if api_key_file else os.environ.get("TANDEM_API_KEY") or None
     if host not in ("127.0.0.1", "localhost", "::1") and key is None:
         console.print(f"[yellow]warning: serving on {host} without an API key: anyone who reaches it can use it")
     backend_opts, _ = split_llm_options(llm, parse_pairs(llm_opt))
-    engine = Engine(_indexes(index), llm, method=method, llm_opts=backend_opts, workers=workers, max_queue=max_queue)
-    app = create_app(engine, api_key=key, max_body=max_body, max_question=max_question, cors=cors or None)
+    engine = Engine(_indexes(index), llm, method=method, llm_opts=backend_opts, workers=workers, max_queue=max_queue,
+                    uploads=uploads)
+    app = create_app(engine, api_key=key, max_body=max_body, max_question=max_question, max_upload=max_upload,
+                     cors=cors or None)
     console.print(f"tandem serving {sorted(engine.indexes)} with {method} on http://{host}:{port}/ "
                   f"(API docs: /docs{'; API key required' if key else ''})")
     uvicorn.run(app, host=host, port=port, log_level="warning")

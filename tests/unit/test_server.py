@@ -198,3 +198,37 @@ def test_a_client_going_away_cancels_the_work(index_dir):
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_upload_builds_an_index_in_the_background(tmp_path, index_dir):
+    engine = Engine({"demo": index_dir}, FakeLLM(default="Warsaw"), method="naive_rag", uploads=tmp_path / "uploads")
+    client = TestClient(create_app(engine, max_upload=100_000))
+    files = {"curie.md": "# Curie\n\nMarie Curie was born in Warsaw.", "docs.jsonl":
+             json.dumps({"id": "v", "title": "Vistula", "text": "The Vistula flows through Warsaw."}) + "\n"}
+    job = client.post("/v1/indexes", json={"name": "mine", "files": files})
+    assert job.status_code == 202
+    deadline = time.time() + 30
+    while (state := client.get(f"/v1/jobs/{job.json()['id']}").json())["state"] not in ("done", "error"):
+        assert time.time() < deadline
+        time.sleep(0.05)
+    assert state["state"] == "done" and state["passages"] == 2, state
+    assert "mine" in [i["name"] for i in client.get("/v1/indexes").json()["indexes"]]
+    hits = client.post("/v1/retrieve", json={"query": "Vistula", "index": "mine", "k": 1}).json()["hits"]
+    assert hits[0]["title"] == "Vistula"
+    assert (tmp_path / "uploads" / "mine" / ".tandem.json").exists()  # the CLI's atomic, marked build
+
+
+def test_upload_checks_names_sizes_and_paths(tmp_path, index_dir):
+    engine = Engine({"demo": index_dir}, FakeLLM(default="x"), method="naive_rag", uploads=tmp_path / "uploads")
+    client = TestClient(create_app(engine, max_upload=2000))
+    bad = client.post("/v1/indexes", json={"name": "../etc", "files": {"a.txt": "x"}})
+    assert bad.status_code == 422 and "letters, digits" in bad.json()["error"]["message"]
+    bad = client.post("/v1/indexes", json={"name": "ok", "files": {"../../x.txt": "x"}})
+    assert bad.status_code == 422 and "a plain name" in bad.json()["error"]["message"]
+    bad = client.post("/v1/indexes", json={"name": "ok", "files": {"a.pdf": "x"}})
+    assert bad.status_code == 422
+    big = client.post("/v1/indexes", json={"name": "ok", "files": {"a.txt": "x" * 5000}})
+    assert big.status_code == 413
+    assert not (tmp_path / "uploads").exists()
+    no_uploads, _ = client_for(index_dir)
+    assert no_uploads.post("/v1/indexes", json={"name": "ok", "files": {"a.txt": "x"}}).status_code == 422

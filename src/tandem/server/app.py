@@ -54,6 +54,12 @@ class RetrieveRequest(BaseModel):
     retriever: Literal["bm25", "dense", "hybrid"] | None = None
 
 
+class UploadRequest(BaseModel):
+    name: str = Field(description="The new index's name (letters, digits, '-', '_').")
+    kind: Literal["bm25", "dense", "hybrid"] = "bm25"
+    files: dict[str, str] = Field(description="File name (.txt, .md, .jsonl) -> its text.")
+
+
 class ChatMessage(BaseModel):
     role: str
     content: str
@@ -68,7 +74,7 @@ class ChatRequest(BaseModel):
 
 
 def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 << 20, max_question: int = 2000,
-               cors: list[str] | None = None) -> FastAPI:
+               max_upload: int = 20 << 20, cors: list[str] | None = None) -> FastAPI:
     """The FastAPI app over ``engine``."""
     app = FastAPI(title="tandem", version=__version__, description=__doc__)
     app.state.engine = engine
@@ -87,8 +93,9 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
                                                "type": "unauthorized"}}, status_code=401,
                                     headers={"WWW-Authenticate": "Bearer"})
         length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > max_body:
-            return _error(413, f"request body of {length} bytes is over the limit of {max_body}", "too_large")
+        limit = max_upload if request.url.path == "/v1/indexes" else max_body
+        if length is not None and length.isdigit() and int(length) > limit:
+            return _error(413, f"request body of {length} bytes is over the limit of {limit}", "too_large")
         return await call_next(request)
 
     @app.exception_handler(TandemError)
@@ -113,6 +120,17 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
         return {"default": engine.default_index,
                 "indexes": [{"name": n, "kind": i.kind, "documents": i.manifest.doc_count, "encoder": i.manifest.encoder}
                             for n, i in engine.indexes.items()]}
+
+    @app.post("/v1/indexes", status_code=202)
+    async def upload(req: UploadRequest) -> dict[str, Any]:
+        """Build an index from uploaded files in the background; poll GET /v1/jobs/{id}."""
+        return engine.start_index_job(req.name, req.files, req.kind)
+
+    @app.get("/v1/jobs/{job_id}")
+    async def job(job_id: str) -> dict[str, Any]:
+        if job_id not in engine.jobs:
+            raise ConfigError(f"no job {job_id!r}")
+        return dict(engine.jobs[job_id])
 
     @app.post("/v1/retrieve")
     async def retrieve(req: RetrieveRequest) -> dict[str, Any]:

@@ -5,8 +5,10 @@ cancellation). The routes in :mod:`tandem.server.app` are thin over this."""
 from __future__ import annotations
 
 import contextvars
+import re
 import threading
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -22,9 +24,11 @@ from tandem.llm.types import LLM
 from tandem.methods import METHODS, NEEDS_INDEX, method_settings
 from tandem.methods.base import Method
 from tandem.retrieve import open_retriever
+from tandem.secrets import redact
 from tandem.types import Answer, Question, Step, TraceObserver, observe_traces
 
 T = TypeVar("T")
+UPLOAD_SUFFIXES = {".txt", ".md", ".markdown", ".jsonl"}
 
 
 class Busy(TandemError):
@@ -40,22 +44,33 @@ class Engine:
         method: the default method.
         workers: questions answered at once; ``max_queue``: questions admitted (running + waiting);
             beyond it :class:`Busy`.
+        uploads: the folder where indexes built from uploaded files go (None: no uploads).
     """
 
     def __init__(self, indexes: Mapping[str, str | Path], llm: str | LLM = "local", *, method: str = "dualrag",
-                 llm_opts: Mapping[str, Any] | None = None, workers: int = 2, max_queue: int = 64) -> None:
+                 llm_opts: Mapping[str, Any] | None = None, workers: int = 2, max_queue: int = 64,
+                 uploads: str | Path | None = None) -> None:
         if method not in METHODS:
             raise ConfigError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
         self.indexes: dict[str, Index] = {name: open_index(path) for name, path in indexes.items()}
         self.llm: LLM = load_llm(llm, **dict(llm_opts or {})) if isinstance(llm, str) else llm
         self.llm_spec = llm if isinstance(llm, str) else getattr(llm, "spec", type(llm).__name__)
         self.default_method = method
-        self.default_index = next(iter(self.indexes), None)
         self._methods: dict[tuple[str, str | None, str], tuple[Method, DocStore | None]] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tandem-serve")
         self._slots = threading.BoundedSemaphore(max(1, max_queue))
         self.max_queue = max_queue
+        self.uploads = Path(uploads) if uploads is not None else None
+        self.jobs: dict[str, dict[str, Any]] = {}
+        if self.uploads is not None and self.uploads.is_dir():  # indexes uploaded before a restart
+            for folder in sorted(p for p in self.uploads.iterdir() if (p / "manifest.json").is_file()):
+                self.indexes.setdefault(folder.name, open_index(folder))
+
+    @property
+    def default_index(self) -> str | None:
+        """The first index (those given at start, then uploaded ones)."""
+        return next(iter(self.indexes), None)
 
     def index(self, name: str | None) -> Index:
         name = name or self.default_index
@@ -109,6 +124,62 @@ class Engine:
         future = self._pool.submit(ctx.run, fn, *args, **kwargs)
         future.add_done_callback(lambda _: self._slots.release())
         return future
+
+    def start_index_job(self, name: str, files: Mapping[str, str], kind: str = "bm25") -> dict[str, Any]:
+        """Build index ``name`` from uploaded ``files`` (file name -> text; .txt / .md / .jsonl) in the
+        background, into the server's own uploads folder with the CLI's atomic build; returns the job."""
+        if self.uploads is None:
+            raise ConfigError("this server takes no uploads (start it with --uploads DIR)")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", name):
+            raise ConfigError(f"index name {name!r}: letters, digits, '-' and '_' only (at most 64)")
+        if name in self.indexes and not (self.uploads / name).exists():
+            raise ConfigError(f"index {name!r} is one the server was started with; choose another name")
+        for fname in files:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_. -]{0,127}", fname) or Path(fname).suffix.lower() not in UPLOAD_SUFFIXES:
+                raise ConfigError(f"file name {fname!r}: a plain name ending in one of {sorted(UPLOAD_SUFFIXES)}")
+        if not files:
+            raise ConfigError("no files to index")
+        job = {"id": uuid.uuid4().hex[:12], "index": name, "kind": kind, "state": "queued", "files": len(files),
+               "passages": None, "error": None, "seconds": None}
+        with self._lock:
+            self.jobs[job["id"]] = job
+        self.submit(self._build, job, dict(files))
+        return dict(job)
+
+    def _build(self, job: dict[str, Any], files: dict[str, str]) -> None:
+        import tempfile
+
+        from tandem.corpus import load_corpus
+        from tandem.index import build_index
+
+        assert self.uploads is not None
+        start = time.perf_counter()
+        try:
+            with tempfile.TemporaryDirectory(prefix="tandem-upload-") as tmp:
+                job["state"] = "reading"
+                docs = []
+                texts = {f: t for f, t in files.items() if not f.lower().endswith(".jsonl")}
+                if texts:
+                    for fname, text in texts.items():
+                        (Path(tmp) / fname).write_text(text, encoding="utf-8")
+                    docs += load_corpus(Path(tmp), format="folder")
+                for fname, text in files.items():
+                    if fname.lower().endswith(".jsonl"):
+                        path = Path(tmp) / "jsonl" / fname
+                        path.parent.mkdir(exist_ok=True)
+                        path.write_text(text, encoding="utf-8")
+                        docs += load_corpus(path)
+                job.update(state="indexing", passages=len(docs))
+                build_index(docs, self.uploads / job["index"], kind=job["kind"])
+            index = open_index(self.uploads / job["index"])
+            with self._lock:
+                self.indexes[job["index"]] = index
+                self._methods = {k: v for k, v in self._methods.items() if k[1] != job["index"]}
+            job["state"] = "done"
+        except Exception as exc:  # noqa: BLE001 - a failed build is the job's result, reported by GET /v1/jobs/ID
+            job.update(state="error", error=redact(f"{type(exc).__name__}: {exc}"))
+        finally:
+            job["seconds"] = round(time.perf_counter() - start, 3)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
