@@ -107,6 +107,10 @@ def test_openai_client_library_talks_to_it(index_dir):
     oa = openai.OpenAI(base_url="http://testserver/v1", api_key="x", http_client=client)
     reply = oa.chat.completions.create(model="naive_rag", messages=[{"role": "user", "content": QUESTION}])
     assert reply.choices[0].message.content == "Warsaw"
+    assert [s["name"] for s in reply.model_extra["tandem"]["trace"]["steps"]] == ["retrieve", "answer"]
+    chunks = list(oa.chat.completions.create(model="naive_rag", messages=[{"role": "user", "content": QUESTION}],
+                                             stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "Warsaw"
 
 
 def test_api_key_is_required_on_every_api_route(index_dir):
