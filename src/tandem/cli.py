@@ -18,7 +18,7 @@ from tandem.cli_r2ag import register as register_r2ag
 from tandem.cli_serve import register as register_serve
 from tandem.errors import RunError, TandemError
 from tandem.io import ReadStats
-from tandem.outdir import add_file, check_owned, folder_lock, recover_swap
+from tandem.outdir import add_file, owned_output
 from tandem.secrets import redact
 
 app = typer.Typer(help="tandem: retrieval-augmented multi-hop QA, retriever and LLM working together.", no_args_is_help=True,
@@ -106,9 +106,7 @@ def index(
     unknown = sorted(set(extras) - set(EXTRAS))
     if unknown:
         raise typer.BadParameter(f"unknown extras {unknown}; choose from {sorted(EXTRAS)}")
-    with folder_lock(out_dir):
-        recover_swap(out_dir)
-        check_owned(out_dir, "index", replacing=True)  # before any work: a user's folder is refused at once
+    with owned_output(out_dir, "index"):  # before any work: a user's folder is refused at once
         docs = _load_docs(dataset, corpus, fmt, skip_bad, max_tokens, overlap)
         start = time.perf_counter()
         enc = load_encoder(encoder, **({"backend": backend} if backend else {})) if kind != "bm25" or extras else encoder
@@ -163,8 +161,7 @@ def eval_retrieval(
     from tandem.index import open_index
     from tandem.retrieve import open_retriever
 
-    with folder_lock(out_dir):
-        check_owned(out_dir, "retrieval-run")  # before any work
+    with owned_output(out_dir, "retrieval-run", replacing=False):  # before any work
         ds = _dataset(dataset, fmt, skip_bad)
         idx = open_index(index_dir, corpus=None if any_corpus else ds.passages)
         questions = ds.questions[:limit] if limit else ds.questions
@@ -245,8 +242,7 @@ def eval_qa(
     max_failures: Annotated[int, typer.Option(help="Stop after this many questions in a row cannot reach the LLM server (0 = never).")] = 3,
 ) -> None:
     """Run a QA method over a dataset: predictions with traces, EM / F1 / cover-acc / judge, cost per question."""
-    with folder_lock(out_dir):
-        check_owned(out_dir, "qa-run")  # before any work, and before the cache file is created
+    with owned_output(out_dir, "qa-run", replacing=False):  # before any work, and before the cache file is created
         _eval_qa(method, dataset, out_dir, index_dir, llm, limit, concurrency, settings, judge, reanswer, cache,
                  retry_errors, fmt, r2former, llm_opt, skip_bad, max_failures)
 
@@ -377,10 +373,11 @@ def export_sft(
     """Per-role chat JSONL (the exact prompt + the model's reply) from correctly answered questions."""
     from tandem.train.sft_export import export_sft as run_export
 
-    stats = run_export(run_dir, out_dir, metric, threshold)
-    _print_row(f"SFT data from {run_dir} ({stats['correct_questions']}/{stats['questions']} questions kept)",
-               stats["examples"])
-    console.print(f"wrote {out_dir}")
+    with owned_output(out_dir, "sft-data", replacing=False):
+        stats = run_export(run_dir, out_dir, metric, threshold)
+        _print_row(f"SFT data from {run_dir} ({stats['correct_questions']}/{stats['questions']} questions kept)",
+                   stats["examples"])
+        console.print(f"wrote {out_dir}")
 
 
 def _slice(spec: str) -> slice:
@@ -416,42 +413,43 @@ def train_retriever(
     from tandem.index.store import DocStore
     from tandem.train import retriever as tr
 
-    ds = load_dataset(dataset)
-    train_qs, eval_qs = ds.questions[_slice(train_questions)], ds.questions[_slice(eval_questions)] if eval_questions else []
-    if {q.id for q in train_qs} & {q.id for q in eval_qs}:
-        raise typer.BadParameter("--train-questions and --eval-questions overlap")
-    store = DocStore(ds.passages)
-    unrolled = tr.read_unrollings(unrollings) if unrollings else None
-    examples = tr.training_questions(train_qs, store, unrollings=unrolled, parts=query)
-    pool = [d.contents for d in ds.passages]
-    for extra in extra_dataset:
-        more = load_dataset(extra)
-        examples += tr.training_questions(more.questions[:extra_limit], DocStore(more.passages), unrollings=unrolled,
-                                          parts=query)
-        pool += [d.contents for d in more.passages]
-    config = tr.TrainConfig(base=base, epochs=epochs, batch_size=batch_size, lr=lr, max_minutes=max_minutes,
-                            backward_weight=backward_weight, alpha=alpha, learn_temperature=learn_temperature,
-                            max_length=max_length)
-    evals = out_dir.parent / f"{out_dir.name}.eval"
-    before = tr.recall_on(eval_qs, ds.passages, base, base_index or evals / "base", build=base_index is None) if eval_qs else None
-    with progress_bar() as bar:
-        task = bar.add_task("train retriever", total=None)
+    with owned_output(out_dir, "retriever"):
+        ds = load_dataset(dataset)
+        train_qs, eval_qs = ds.questions[_slice(train_questions)], ds.questions[_slice(eval_questions)] if eval_questions else []
+        if {q.id for q in train_qs} & {q.id for q in eval_qs}:
+            raise typer.BadParameter("--train-questions and --eval-questions overlap")
+        store = DocStore(ds.passages)
+        unrolled = tr.read_unrollings(unrollings) if unrollings else None
+        examples = tr.training_questions(train_qs, store, unrollings=unrolled, parts=query)
+        pool = [d.contents for d in ds.passages]
+        for extra in extra_dataset:
+            more = load_dataset(extra)
+            examples += tr.training_questions(more.questions[:extra_limit], DocStore(more.passages), unrollings=unrolled,
+                                              parts=query)
+            pool += [d.contents for d in more.passages]
+        config = tr.TrainConfig(base=base, epochs=epochs, batch_size=batch_size, lr=lr, max_minutes=max_minutes,
+                                backward_weight=backward_weight, alpha=alpha, learn_temperature=learn_temperature,
+                                max_length=max_length)
+        evals = out_dir.parent / f"{out_dir.name}.eval"
+        before = tr.recall_on(eval_qs, ds.passages, base, base_index or evals / "base", build=base_index is None) if eval_qs else None
+        with progress_bar() as bar:
+            task = bar.add_task("train retriever", total=None)
 
-        def on_step(step: int, total: int, loss: float) -> None:
-            bar.update(task, completed=step, total=total, description=f"train retriever loss {loss:.3f}")
+            def on_step(step: int, total: int, loss: float) -> None:
+                bar.update(task, completed=step, total=total, description=f"train retriever loss {loss:.3f}")
 
-        log = tr.train_retriever(examples, pool, out_dir, config, on_step)
-    after = tr.recall_on(eval_qs, ds.passages, str(out_dir), evals / "tuned") if eval_qs else None
-    report = {"dataset": str(dataset), "train_questions": train_questions, "eval_questions": eval_questions,
-              "extra_datasets": [str(p) for p in extra_dataset], "extra_limit": extra_limit, "train_examples": len(examples),
-              "unrollings": str(unrollings) if unrollings else None, "query": query if unrollings else "q",
-              "before": before, "after": after, "train": log}
-    add_file(out_dir, "eval.json", json.dumps(report, indent=2))
-    if before and after:
-        _print_row(f"dense retrieval on questions {eval_questions} (R@2 / R@5, %)",
-                   {"base R@2": before["R@2"], "base R@5": before["R@5"], "tuned R@2": after["R@2"],
-                    "tuned R@5": after["R@5"], "train minutes": log["minutes"]})
-    console.print(f"wrote {out_dir}")
+            log = tr.train_retriever(examples, pool, out_dir, config, on_step)
+        after = tr.recall_on(eval_qs, ds.passages, str(out_dir), evals / "tuned") if eval_qs else None
+        report = {"dataset": str(dataset), "train_questions": train_questions, "eval_questions": eval_questions,
+                  "extra_datasets": [str(p) for p in extra_dataset], "extra_limit": extra_limit, "train_examples": len(examples),
+                  "unrollings": str(unrollings) if unrollings else None, "query": query if unrollings else "q",
+                  "before": before, "after": after, "train": log}
+        add_file(out_dir, "eval.json", json.dumps(report, indent=2))
+        if before and after:
+            _print_row(f"dense retrieval on questions {eval_questions} (R@2 / R@5, %)",
+                       {"base R@2": before["R@2"], "base R@5": before["R@5"], "tuned R@2": after["R@2"],
+                        "tuned R@5": after["R@5"], "train minutes": log["minutes"]})
+        console.print(f"wrote {out_dir}")
 
 
 def _expand_multi_value_options(argv: list[str], options: tuple[str, ...] = ("--k",)) -> list[str]:

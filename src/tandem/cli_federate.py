@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from tandem.cli_common import out, progress_bar
+from tandem.outdir import owned_output
 
 federate_app = typer.Typer(help="Collaborative RAG (CoRAG): CRAB benches, Flower simulation, baselines.",
                            no_args_is_help=True)
@@ -43,16 +44,17 @@ def build_bench(
     """Build a CRAB-style bench: clients, k-shot/dev/test splits, REL/IRR/REL-1/SPLIT stores, test stores."""
     from tandem.federated.bench_io import build_bench as build
 
-    start = time.monotonic()
-    manifest = build(dataset, out_dir, clients=clients, shots=_ints(shots), dev=dev, test=test, train_frac=train_frac,
-                     test_frac=test_frac, split_frac=split_frac, encoder=encoder, seed=seed, fmt=fmt, show_progress=True)
-    table = Table(title=f"{out_dir}: {clients} clients, shots {manifest['shots']}, {time.monotonic() - start:.0f} s")
-    for col in ("store", "passages", "hard negatives / train question"):
-        table.add_column(col)
-    for name, size in manifest["store_sizes"].items():
-        table.add_row(name, str(size), str(manifest["hard_negatives_per_train_question"][name]))
-    out.print(table)
-    out.print("variants: " + "; ".join(f"{v}: {s}" for v, s in manifest["variants"].items()))
+    with owned_output(out_dir, "crab-bench"):
+        start = time.monotonic()
+        manifest = build(dataset, out_dir, clients=clients, shots=_ints(shots), dev=dev, test=test, train_frac=train_frac,
+                         test_frac=test_frac, split_frac=split_frac, encoder=encoder, seed=seed, fmt=fmt, show_progress=True)
+        table = Table(title=f"{out_dir}: {clients} clients, shots {manifest['shots']}, {time.monotonic() - start:.0f} s")
+        for col in ("store", "passages", "hard negatives / train question"):
+            table.add_column(col)
+        for name, size in manifest["store_sizes"].items():
+            table.add_row(name, str(size), str(manifest["hard_negatives_per_train_question"][name]))
+        out.print(table)
+        out.print("variants: " + "; ".join(f"{v}: {s}" for v, s in manifest["variants"].items()))
 
 
 def _spec(bench: Path, variant: str, shots: int, clients: Optional[int], rounds: int, epochs: int, eval_limit: int,
@@ -82,29 +84,30 @@ def _run(mode: str, spec: Any, run_dir: Path, parallel: int, inprocess: bool) ->
     from tandem.eval.rundir import RunDir
     from tandem.federated import corag
 
-    if (run_dir / "metrics.json").exists():
-        raise typer.BadParameter(f"{run_dir} already holds a finished run; choose another --out")
-    rd = RunDir(run_dir, "corag-run")
-    rd.write_config(corag.config_record(spec, mode, parallel=parallel, inprocess=inprocess))
-    start = time.monotonic()
-    with corag.PeakRSS() as rss:
-        if mode == "collaborative" and not inprocess:
-            result = corag.simulate(spec, parallel=parallel)
-        else:
-            with progress_bar() as bar:
-                tasks: dict[str, Any] = {}
+    with owned_output(run_dir, "corag-run", replacing=False):
+        if (run_dir / "metrics.json").exists():
+            raise typer.BadParameter(f"{run_dir} already holds a finished run; choose another --out")
+        rd = RunDir(run_dir, "corag-run")
+        rd.write_config(corag.config_record(spec, mode, parallel=parallel, inprocess=inprocess))
+        start = time.monotonic()
+        with corag.PeakRSS() as rss:
+            if mode == "collaborative" and not inprocess:
+                result = corag.simulate(spec, parallel=parallel)
+            else:
+                with progress_bar() as bar:
+                    tasks: dict[str, Any] = {}
 
-                def progress(label: str, done: int, total: int) -> None:
-                    if label not in tasks:
-                        tasks[label] = bar.add_task(label, total=total)
-                    bar.update(tasks[label], completed=done, total=total)
+                    def progress(label: str, done: int, total: int) -> None:
+                        if label not in tasks:
+                            tasks[label] = bar.add_task(label, total=total)
+                        bar.update(tasks[label], completed=done, total=total)
 
-                if mode == "collaborative":
-                    result = corag.collaborative(spec, rd, progress)
-                else:
-                    result = corag.run_baseline(spec, mode, rd, progress)
-    metrics = corag.finish(rd, spec, result, time.monotonic() - start, rss.peak_gib)
-    _report(metrics, run_dir)
+                    if mode == "collaborative":
+                        result = corag.collaborative(spec, rd, progress)
+                    else:
+                        result = corag.run_baseline(spec, mode, rd, progress)
+        metrics = corag.finish(rd, spec, result, time.monotonic() - start, rss.peak_gib)
+        _report(metrics, run_dir)
 
 
 _MODE_HELP = "collaborative (CoRAG) | local | centralized | closed-book | zero-shot"

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tandem.outdir import add_file
+from tandem.outdir import add_file, owned_output
 
 
 def _slice(spec: str) -> slice:
@@ -52,46 +52,47 @@ def train_r2ag_command(
     from tandem.methods.r2ag import embedding_backend
     from tandem.train import r2ag as tr
 
-    config = tr.R2AGTrainConfig(k=k, epochs=epochs, lr=lr, grad_accum=grad_accum, relevance_weight=relevance_weight,
-                                lm_loss=lm_loss, drop_features=list(drop), template=template, doc_words=doc_words,
-                                placeholder=placeholder, max_minutes=max_minutes, max_steps=max_steps, eval_every=eval_every,
-                                save_every=save_every, seed=seed, lora_r=lora_r,
-                                projection=projection)
-    ds = load_dataset(dataset)
-    train_qs = ds.questions[_slice(train_questions)]
-    val_qs = ds.questions[_slice(val_questions)] if val_questions else []
-    if {q.id for q in train_qs} & {q.id for q in val_qs}:
-        raise typer.BadParameter("--train-questions and --val-questions overlap")
-    search = None
-    if index_dir is not None:
-        from tandem.index import open_index
-        from tandem.methods.base import Search
-        from tandem.retrieve import open_retriever
+    with owned_output(out_dir, "r2former"):
+        config = tr.R2AGTrainConfig(k=k, epochs=epochs, lr=lr, grad_accum=grad_accum, relevance_weight=relevance_weight,
+                                    lm_loss=lm_loss, drop_features=list(drop), template=template, doc_words=doc_words,
+                                    placeholder=placeholder, max_minutes=max_minutes, max_steps=max_steps, eval_every=eval_every,
+                                    save_every=save_every, seed=seed, lora_r=lora_r,
+                                    projection=projection)
+        ds = load_dataset(dataset)
+        train_qs = ds.questions[_slice(train_questions)]
+        val_qs = ds.questions[_slice(val_questions)] if val_questions else []
+        if {q.id for q in train_qs} & {q.id for q in val_qs}:
+            raise typer.BadParameter("--train-questions and --val-questions overlap")
+        search = None
+        if index_dir is not None:
+            from tandem.index import open_index
+            from tandem.methods.base import Search
+            from tandem.retrieve import open_retriever
 
-        idx = open_index(index_dir)
-        search = Search(open_retriever(idx), idx.store)
-    store = DocStore(ds.passages)
-    enc = load_encoder(encoder)
-    lists = {name: tr.build_lists(qs, store, enc, k=k, search=search, drop=config.drop_features)
-             for name, qs in (("train", train_qs), ("val", val_qs))}
-    from tandem.llm.options import parse_pairs, split_llm_options
+            idx = open_index(index_dir)
+            search = Search(open_retriever(idx), idx.store)
+        store = DocStore(ds.passages)
+        enc = load_encoder(encoder)
+        lists = {name: tr.build_lists(qs, store, enc, k=k, search=search, drop=config.drop_features)
+                 for name, qs in (("train", train_qs), ("val", val_qs))}
+        from tandem.llm.options import parse_pairs, split_llm_options
 
-    backend_opts, generation = split_llm_options(llm, parse_pairs(llm_opt))
-    if generation:
-        raise typer.BadParameter(f"training takes backend options only, not {sorted(generation)}")
-    backend = embedding_backend(load_llm(llm, **backend_opts))
-    if not hasattr(backend, "model"):
-        raise typer.BadParameter("training needs an in-process LLM (--llm local or hf:PATH)")
-    log = tr.train_r2ag(backend, lists["train"], lists["val"], out_dir, config, encoder_name=encoder, resume=resume)
-    from tandem.train.r2former import load_r2former
+        backend_opts, generation = split_llm_options(llm, parse_pairs(llm_opt))
+        if generation:
+            raise typer.BadParameter(f"training takes backend options only, not {sorted(generation)}")
+        backend = embedding_backend(load_llm(llm, **backend_opts))
+        if not hasattr(backend, "model"):
+            raise typer.BadParameter("training needs an in-process LLM (--llm local or hf:PATH)")
+        log = tr.train_r2ag(backend, lists["train"], lists["val"], out_dir, config, encoder_name=encoder, resume=resume)
+        from tandem.train.r2former import load_r2former
 
-    report = {"dataset": str(dataset), "train_questions": train_questions, "val_questions": val_questions,
-              "train_lists": len(lists["train"]), "val_lists": len(lists["val"]), "steps": log["steps"],
-              "planned_steps": log["planned_steps"], "minutes": log["minutes"], "stopped_early": log["stopped_early"],
-              "val_before": log["val_before"], "val_after": log["val_after"],
-              "val_ranking": tr.ranking_quality(load_r2former(out_dir), lists["val"]) if lists["val"] else None}
-    add_file(out_dir, "train_report.json", json.dumps({**report, "log": log}, indent=1))
-    typer.echo(json.dumps(report, indent=1))
+        report = {"dataset": str(dataset), "train_questions": train_questions, "val_questions": val_questions,
+                  "train_lists": len(lists["train"]), "val_lists": len(lists["val"]), "steps": log["steps"],
+                  "planned_steps": log["planned_steps"], "minutes": log["minutes"], "stopped_early": log["stopped_early"],
+                  "val_before": log["val_before"], "val_after": log["val_after"],
+                  "val_ranking": tr.ranking_quality(load_r2former(out_dir), lists["val"]) if lists["val"] else None}
+        add_file(out_dir, "train_report.json", json.dumps({**report, "log": log}, indent=1))
+        typer.echo(json.dumps(report, indent=1))
 
 
 def register(train_app: typer.Typer) -> None:

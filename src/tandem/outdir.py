@@ -20,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import threading
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -64,10 +66,11 @@ LEGACY: dict[str, LegacyCheck] = {
     "qa-run": _legacy_run("qa"),
     "retrieval-run": _legacy_run("retrieval"),
     "r2former": lambda folder: _names(folder) <= {"r2former.json", "r2former.pt", "trainer.pt", "lora", "train_report.json"},
-    "retriever": lambda folder: (folder / "train_log.json").is_file(),
+    "retriever": lambda folder: ((folder / "train_log.json").is_file() and (folder / "modules.json").is_file()
+                                 and (folder / "config_sentence_transformers.json").is_file()),
 }
 
-_held: dict[Path, tuple[int, int]] = {}  # lock path -> (fd, depth): locks are re-entrant per process
+_held: dict[Path, tuple[int, int, int]] = {}  # lock path -> (fd, depth, thread): re-entrant within one thread
 _held_guard = threading.Lock()
 
 
@@ -104,6 +107,11 @@ def add_file(folder: str | Path, name: str, text: str) -> Path:
     return path / name
 
 
+def tree(folder: Path) -> list[str]:
+    """Every file and folder under ``folder`` as a relative POSIX path (the marker excluded)."""
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.name != MARKER or p.parent != folder)
+
+
 def check_owned(folder: str | Path, kind: str, *, replacing: bool = False) -> bool:
     """Raise ConfigError unless tandem may write ``folder`` as a ``kind`` folder. Returns True if it
     exists and is tandem's (False: absent or empty). ``replacing``: the whole folder will be replaced,
@@ -126,7 +134,7 @@ def check_owned(folder: str | Path, kind: str, *, replacing: bool = False) -> bo
     if marker.get("kind") != kind:
         raise ConfigError(f"{path} holds a tandem {marker.get('kind')!r} folder, not a {kind!r} one: give another --out")
     if replacing and "written" in marker:
-        foreign = sorted(set(entries) - set(marker["written"]) - {MARKER})
+        foreign = sorted(set(tree(path)) - set(marker["written"]))
         if foreign:
             raise ConfigError(f"{path} holds files tandem did not write ({', '.join(foreign[:5])}): "
                               "refusing to replace the folder; move them out or give another --out")
@@ -142,6 +150,17 @@ def claim_dir(folder: str | Path, kind: str) -> Path:
     if read_marker(path) is None:
         write_marker(path, kind)
     return path
+
+
+@contextlib.contextmanager
+def owned_output(folder: str | Path, kind: str, *, replacing: bool = True) -> Iterator[Path]:
+    """For a command's ``--out``: hold the folder's lock, roll back a cut swap, and check that tandem
+    may write it, all before any work starts."""
+    path = Path(folder)
+    with folder_lock(path):
+        recover_swap(path)
+        check_owned(path, kind, replacing=replacing)
+        yield path
 
 
 def lock_path(folder: str | Path) -> Path:
@@ -177,23 +196,26 @@ def _acquire(path: Path, folder: str | Path) -> int:
 
 @contextlib.contextmanager
 def folder_lock(folder: str | Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``folder`` (re-entrant within a process) through ``.<name>.lock``
+    """Hold an exclusive lock on ``folder`` (re-entrant within one thread) through ``.<name>.lock``
     beside it, removed on release; another process holding it is a ConfigError naming its pid."""
     path = lock_path(folder)
+    me = threading.get_ident()
     with _held_guard:
         if path in _held:
-            fd, depth = _held[path]
-            _held[path] = (fd, depth + 1)
+            fd, depth, owner = _held[path]
+            if owner != me:
+                raise ConfigError(f"{folder} is in use by another task of this process; wait for it to finish")
+            _held[path] = (fd, depth + 1, me)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
-            _held[path] = (_acquire(path, folder), 1)
+            _held[path] = (_acquire(path, folder), 1, me)
     try:
         yield
     finally:
         with _held_guard:
-            fd, depth = _held[path]
+            fd, depth, owner = _held[path]
             if depth > 1:
-                _held[path] = (fd, depth - 1)
+                _held[path] = (fd, depth - 1, owner)
             else:
                 del _held[path]
                 with contextlib.suppress(FileNotFoundError):
@@ -212,8 +234,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 def _dead(path: Path) -> bool:
-    pid = path.name.rsplit("-", 1)[-1]
-    return pid.isdigit() and not _pid_alive(int(pid))
+    """Whether the process named in ``.<name>.old-<pid>[-<tag>]`` / ``.building-<pid>-<tag>`` is gone."""
+    match = re.search(r"\.(?:old|building)-(\d+)(?:-[0-9a-f]+)?$", path.name)
+    return bool(match) and not _pid_alive(int(match.group(1)))
 
 
 def recover_swap(folder: str | Path) -> None:
@@ -236,11 +259,18 @@ def recover_swap(folder: str | Path) -> None:
 
 
 def swap_dir(tmp: Path, out: Path) -> None:
-    """Put the finished folder ``tmp`` at ``out``: old folder aside, new into place, old deleted."""
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
-    if out.exists():
+    """Put the finished folder ``tmp`` at ``out``: old folder aside, new into place, old deleted; if the
+    second rename fails the old folder goes back."""
+    old = out.parent / f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    moved = out.exists()
+    if moved:
         os.replace(out, old)
-    os.replace(tmp, out)
+    try:
+        os.replace(tmp, out)
+    except BaseException:
+        if moved:
+            os.replace(old, out)
+        raise
     shutil.rmtree(old, ignore_errors=True)
 
 
@@ -254,12 +284,12 @@ def atomic_dir(folder: str | Path, kind: str) -> Iterator[Path]:
         recover_swap(out)
         check_owned(out, kind, replacing=True)
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.parent / f".{out.name}.building-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
+        tmp = out.parent / f".{out.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
         try:
             yield tmp
-            write_marker(tmp, kind, [p.name for p in tmp.iterdir()])
+            write_marker(tmp, kind, tree(tmp))
+            check_owned(out, kind, replacing=True)  # again: a file added during the build is not deleted
             swap_dir(tmp, out)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -329,6 +329,20 @@ def test_a_prompt_over_the_context_window_is_cut_by_the_rule_and_recorded():
     assert "characters cut to fit the model's context window" in sent.last_user
 
 
+@pytest.mark.parametrize("sizes", [[400] * 21, [20_000], [50, 90_000, 3_000], [5_000, 5_000, 5_000]])
+def test_the_cut_always_fits_and_keeps_the_question(sizes):
+    from tandem.llm.types import Message, fit_to_context
+
+    question = "Question: " + "which city? " * 30 + "Answer:"
+    msgs = [Message("user", "x" * n) for n in sizes[:-1]] + [Message("user", "y" * sizes[-1] + question)]
+    req = LLMRequest(tuple(msgs), max_tokens=16, json_schema={"type": "object"})
+    fitted, cut = fit_to_context(req, 800)
+    assert cut > 0 and sum(len(m.content) for m in fitted.messages) + 100 <= (800 - 16) * CHARS_PER_TOKEN  # + schema note
+    assert fitted.messages[-1].content.endswith(question)
+    with pytest.raises(ConfigError, match="cannot fit"):
+        fit_to_context(req, 20)
+
+
 def test_skip_bad_counts_for_folders_and_json_arrays(tmp_path):
     folder = tmp_path / "docs"
     folder.mkdir()

@@ -199,27 +199,39 @@ def context_window(llm: object) -> int | None:
 def fit_to_context(req: LLMRequest, window: int | None) -> tuple[LLMRequest, int]:
     """Cut ``req``'s prompt to the context window; returns (request, characters cut).
 
-    The rule: the messages may hold ``(window - max_tokens) * CHARS_PER_TOKEN`` characters. While they
-    hold more, the longest message loses the middle of its text (its head and its tail, where RAG
-    prompts put the instructions and the question, are kept) and a marker saying how much was cut
-    takes its place. ``window=None`` leaves the request as it is.
+    The rule: the messages (plus the JSON-schema instruction a backend may add) may hold
+    ``(window - max_tokens) * CHARS_PER_TOKEN`` characters. While they hold more, the longest message
+    loses the middle of its text - the last message (which ends with the question) only when no other
+    can shrink: of what stays, the first third and the last two thirds are kept (RAG prompts put the
+    instructions first and the question last), and a marker saying how much was cut takes the place
+    of the rest. ``window=None`` leaves the request as it is; a window that leaves
+    no room at all is a ConfigError.
     """
     if window is None:
         return req, 0
-    budget = max(0, window - req.max_tokens) * CHARS_PER_TOKEN
+    budget = (window - req.max_tokens) * CHARS_PER_TOKEN
+    if req.json_schema is not None:
+        budget -= len(JSON_INSTRUCTION) + len(json.dumps(req.json_schema, sort_keys=True)) + 2
+    mark_len = len(CUT_MARK.format(n=10**12))
+    if budget < mark_len * len(req.messages):
+        raise ConfigError(f"the prompt cannot fit: a context window of {window} tokens less max_tokens "
+                          f"{req.max_tokens} leaves no room for it")
     msgs = list(req.messages)
     cut = 0
-    for _ in range(len(msgs)):
-        excess = sum(len(m.content) for m in msgs) - budget
-        if excess <= 0:
-            break
-        i = max(range(len(msgs)), key=lambda j: len(msgs[j].content))
+    while (excess := sum(len(m.content) for m in msgs) - budget) > 0:
+        # the longest message that can still shrink, the last one (it ends with the question) last
+        order = [j for j in range(len(msgs) - 1) if len(msgs[j].content) > mark_len]
+        order = order or [j for j in (len(msgs) - 1,) if len(msgs[j].content) > mark_len]
+        if not order:
+            break  # every message is down to its marker: within the budget, by the check above
+        i = max(order, key=lambda j: len(msgs[j].content))
         text = msgs[i].content
-        removed = min(len(text), excess + len(CUT_MARK.format(n=10**12)))  # room for the marker too
-        keep = len(text) - removed
-        head = keep // 2
-        msgs[i] = Message(msgs[i].role, text[:head] + CUT_MARK.format(n=removed) + text[len(text) - (keep - head):])
-        cut += removed
+        target = max(len(text) - excess, mark_len)  # the message's new length, marker included
+        marker = CUT_MARK.format(n=len(text) - max(0, target - mark_len))
+        keep = max(0, target - len(marker))
+        head = keep // 3
+        msgs[i] = Message(msgs[i].role, text[:head] + marker + text[len(text) - (keep - head):] if keep else marker)
+        cut += len(text) - keep
     return (replace(req, messages=tuple(msgs)), cut) if cut else (req, 0)
 
 

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from tandem.errors import ConfigError
-from tandem.outdir import atomic_dir
+from tandem.outdir import atomic_dir, recover_swap
 
 FEATURES = ("r", "gamma", "zeta")
 CONFIG_FILE, WEIGHTS_FILE, TRAINER_FILE, LORA_DIR = "r2former.json", "r2former.pt", "trainer.pt", "lora"
@@ -201,6 +201,7 @@ def save_checkpoint(folder: str | Path, model: R2Former, trainer: dict[str, Any]
 def load_r2former(folder: str | Path) -> R2Former:
     """An R²-Former from a checkpoint folder, in eval mode; a clear error for anything else."""
     path = Path(folder)
+    recover_swap(path)  # a save cut between its two renames is rolled back
     if not (path / CONFIG_FILE).is_file() or not (path / WEIGHTS_FILE).is_file():
         raise ConfigError(f"{path} is not an R²-Former checkpoint (needs {CONFIG_FILE} and {WEIGHTS_FILE}); "
                           "train one with `tandem train r2ag`")
