@@ -281,6 +281,9 @@ def _eval_qa(method: str, dataset: Path, out_dir: Path, index_dir: Path | None, 
     console.print(f"wrote {out_dir}")
     if metrics["errors"]:
         where = f"errors in {out_dir / PREDICTIONS}, tracebacks in {out_dir / ERRORS_LOG}"
+        if metrics["unreachable"]:
+            where += (f"; {metrics['unreachable']} could not reach the LLM server: not saved, they run again "
+                      "when the same command is run again")
         if not metrics["answered"]:
             raise RunError(f"every question failed ({metrics['errors']} of {metrics['questions']}); {where}")
         console.print(f"[yellow]{metrics['errors']} of {metrics['questions']} questions failed; {where}")

@@ -1,7 +1,8 @@
 """Keep secrets out of everything tandem prints or writes: messages, logs, traces and run files.
 
 :func:`redact` replaces the values of secret-looking environment variables (``*_KEY``, ``*_TOKEN``,
-``*_SECRET``, ``*_PASSWORD``; at least 8 characters), bearer tokens and the password of URLs with
+``*_SECRET``, ``*_PASSWORD``; at least 8 characters), values registered with :func:`register_secret`
+(the API keys the LLM backends and the server use), bearer tokens and the password of URLs with
 ``user:password@host`` by ``***``.
 """
 
@@ -14,11 +15,18 @@ _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", r
 _BEARER = re.compile(r"(Bearer\s+)[A-Za-z0-9._~+/=-]{4,}", re.IGNORECASE)
 _URL_PASSWORD = re.compile(r"(://[^/\s:@]+:)[^@\s/]+@")
 MASK = "***"
+_registered: set[str] = set()
+
+
+def register_secret(value: str | None) -> None:
+    """Redact ``value`` everywhere from now on (an API key however it was given); short values are ignored."""
+    if value and len(value) >= 8:
+        _registered.add(value)
 
 
 def secret_values() -> list[str]:
-    """Values of secret-looking environment variables, longest first."""
-    values = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8}
+    """Registered secrets and values of secret-looking environment variables, longest first."""
+    values = {v for k, v in os.environ.items() if _SECRET_NAME.search(k) and len(v) >= 8} | _registered
     return sorted(values, key=len, reverse=True)
 
 

@@ -236,3 +236,47 @@ def test_upload_checks_names_sizes_and_paths(tmp_path, index_dir):
     assert not (tmp_path / "uploads").exists()
     no_uploads, _ = client_for(index_dir)
     assert no_uploads.post("/v1/indexes", json={"name": "ok", "files": {"a.txt": "x"}}).status_code == 422
+
+
+def test_requests_cannot_name_models_llms_or_files_and_numbers_are_bounded(index_dir):
+    client, _ = client_for(index_dir)
+    for settings in ({"role_llms": {"answer": "openai:m@http://attacker/v1"}}, {"reranker_model": "/etc/passwd"}):
+        r = client.post("/v1/ask", json={"question": QUESTION, "method": "dualrag", "settings": settings})
+        assert r.status_code == 422 and "set it when starting the server" in r.json()["error"]["message"]
+    r = client.post("/v1/ask", json={"question": QUESTION, "settings": {"k": 100000}})
+    assert r.status_code == 422 and "outside 0..200" in r.json()["error"]["message"]
+    r = client.post("/v1/ask/stream", json={"question": QUESTION, "settings": {"nope": 1}})
+    assert r.status_code == 422  # bad settings on a stream: an error status, not a 200 stream
+
+
+def test_a_chunked_body_over_the_limit_gets_413(index_dir):
+    client, _ = client_for(index_dir, max_body=1000)
+
+    def chunks():
+        for _ in range(10):
+            yield b'{"question": "' + b"x" * 500
+
+    r = client.post("/v1/ask", content=chunks(), headers={"Content-Type": "application/json"})
+    assert r.status_code == 413
+
+
+def test_cors_preflight_passes_without_the_key_and_calls_still_need_it(index_dir):
+    client, _ = client_for(index_dir, api_key="s3cret-key-123", cors=["http://app.example"])
+    pre = client.options("/v1/ask", headers={"Origin": "http://app.example", "Access-Control-Request-Method": "POST",
+                                             "Access-Control-Request-Headers": "authorization,content-type"})
+    assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "http://app.example"
+    assert client.post("/v1/ask", json={"question": QUESTION}, headers={"Origin": "http://app.example"}).status_code == 401
+    client_no_cors, _ = client_for(index_dir)
+    assert "access-control-allow-origin" not in client_no_cors.get("/v1/methods", headers={"Origin": "http://x"}).headers
+
+
+def test_two_uploads_of_one_name_do_not_run_at_once(tmp_path, index_dir):
+    gate = threading.Event()
+    engine = Engine({"demo": index_dir}, FakeLLM(default="x"), method="naive_rag", uploads=tmp_path / "up", workers=1)
+    engine.submit(gate.wait, 10)  # the only worker is busy: the first job stays queued
+    client = TestClient(create_app(engine))
+    files = {"a.txt": "Warsaw is in Poland."}
+    assert client.post("/v1/indexes", json={"name": "same", "files": files}).status_code == 202
+    again = client.post("/v1/indexes", json={"name": "same", "files": files})
+    assert again.status_code == 422 and "being built by another job" in again.json()["error"]["message"]
+    gate.set()

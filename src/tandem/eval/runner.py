@@ -57,6 +57,9 @@ def load_done(path: Path) -> dict[str, dict[str, Any]]:
         if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
             raise DataError("not a prediction record (no string 'id')", str(path), line_no)
         done[rec["id"]] = rec
+    if lines and lines[-1].endswith("}") and not lines[-1].endswith("\n"):
+        with open(path, "a", encoding="utf-8") as handle:  # a whole last record without its newline
+            handle.write("\n")
     return done
 
 
@@ -104,7 +107,8 @@ def run_one(method: Method, question: Question, *, judge_llm: LLM | None, reansw
 def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Mean metrics over answered questions, plus cost per question and the error count."""
     ok = [r for r in records if "error" not in r]
-    metrics: dict[str, Any] = {"questions": len(records), "answered": len(ok), "errors": len(records) - len(ok)}
+    metrics: dict[str, Any] = {"questions": len(records), "answered": len(ok), "errors": len(records) - len(ok),
+                               "unreachable": sum(1 for r in records if r.get("unreachable"))}
     if not ok:
         return metrics
     for key in ok[0]["scores"]:
@@ -175,7 +179,12 @@ def run_qa(
                 question = todo.get_nowait()
             except queue.Empty:
                 return
-            results.put(run_one(method, question, judge_llm=judge_llm, reanswer_llm=reanswer_llm))
+            try:
+                results.put(run_one(method, question, judge_llm=judge_llm, reanswer_llm=reanswer_llm))
+            except BaseException as exc:  # noqa: BLE001 - a dying worker still reports its question
+                results.put({"id": question.id, "question": question.text, "golden_answers": list(question.answers),
+                             "error": redact(f"{type(exc).__name__}: {exc}"), "seconds": 0.0})
+                raise
 
     for _ in range(min(max(1, concurrency), len(pending))):
         threading.Thread(target=worker, daemon=True, name="tandem-question").start()
@@ -202,8 +211,8 @@ def run_qa(
                            f"{record['error']}); the {len(records) - streak} finished questions are saved in "
                            f"{path}: run the same command again to resume")
                 break
-    except KeyboardInterrupt:
-        stopped = "interrupted"
+    except BaseException as exc:
+        stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else redact(f"{type(exc).__name__}: {exc}")
         raise
     finally:
         stop.set()

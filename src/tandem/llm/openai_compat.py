@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from tandem.errors import ConfigError, LLMError
-from tandem.secrets import redact
+from tandem.secrets import redact, register_secret
 from tandem.llm.types import (
     LLMRequest,
     LLMResponse,
@@ -117,7 +117,8 @@ class OpenAILLM:
         self.name = model
         self.base_url = check_base_url(base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
         self.spec = redact(spec or f"openai:{model}@{self.base_url}")
-        self.retries = {"http": max_retries, "reply": max_retries, "connect": connect_retries, "timeout": timeout_retries}
+        # 429 / 5xx / dropped exchanges and unreadable replies share one budget
+        self.retries = {"http": max_retries, "connect": connect_retries, "timeout": timeout_retries}
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
@@ -127,6 +128,7 @@ class OpenAILLM:
         self._context_window = context_window
         self.extra_body = dict(extra_body or {})
         key = api_key if api_key is not None else os.environ.get(api_key_env, "")
+        register_secret(key)
         headers = {"Authorization": f"Bearer {key or 'EMPTY'}", "Content-Type": "application/json"}
         self._client = httpx.Client(
             base_url=self.base_url,
@@ -150,9 +152,13 @@ class OpenAILLM:
     def context_window(self) -> int:
         """The model's context in tokens: the option, else the server's ``max_model_len``, else 32,768."""
         if self._context_window is None:
+            try:
+                resp = self._client.get("/models", timeout=10.0)
+            except httpx.HTTPError:
+                return DEFAULT_CONTEXT_WINDOW  # not reachable now: asked again next time
             self._context_window = DEFAULT_CONTEXT_WINDOW
-            with contextlib.suppress(httpx.HTTPError, ValueError, AttributeError, TypeError):
-                entries = self._client.get("/models", timeout=10.0).json().get("data") or []
+            with contextlib.suppress(ValueError, AttributeError, TypeError):
+                entries = resp.json().get("data") or []
                 mine = [e for e in entries if isinstance(e, dict) and e.get("id") == self.name]
                 if mine and isinstance(mine[0].get("max_model_len"), int):
                     self._context_window = mine[0]["max_model_len"]
@@ -238,13 +244,14 @@ class OpenAILLM:
                     response = self._to_response(data, req, time.perf_counter() - start)
                 return replace(response, constrained=constrained)
             except _RetryableError as exc:
-                tries[exc.kind] = tries.get(exc.kind, 0) + 1
+                budget = "http" if exc.kind == "reply" else exc.kind
+                tries[budget] = tries.get(budget, 0) + 1
                 attempt += 1
-                if tries[exc.kind] > self.retries[exc.kind]:
+                if tries[budget] > self.retries[budget]:
                     raise LLMError(redact(f"{self.spec}: {what} failed after {attempt} attempt(s); last error: {exc}"),
                                    kind=exc.kind) from None
                 delay = self._backoff(attempt - 1, exc.retry_after)
-                log.warning("%s", redact(f"{self.spec}: {exc}; retry {tries[exc.kind]} of {self.retries[exc.kind]} "
+                log.warning("%s", redact(f"{self.spec}: {exc}; retry {tries[budget]} of {self.retries[budget]} "
                                          f"in {delay:.1f}s"))
                 time.sleep(delay)
 

@@ -31,7 +31,7 @@ from pydantic import BaseModel, Field
 from tandem import __version__
 from tandem.errors import Cancelled, ConfigError, DataError, IndexMismatchError, LLMError, TandemError
 from tandem.methods import METHODS, method_settings
-from tandem.secrets import redact
+from tandem.secrets import redact, register_secret
 from tandem.server.engine import Busy, Engine
 
 STATIC = Path(__file__).parent / "static"
@@ -73,30 +73,67 @@ class ChatRequest(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict, description="tandem extension: method settings.")
 
 
+class BodyLimit:
+    """ASGI middleware: a request body over its limit gets 413, whether it declares a length or comes
+    chunked (the body is read up to the limit, then handed on)."""
+
+    def __init__(self, app: Any, max_body: int, max_upload: int) -> None:
+        self.app, self.max_body, self.max_upload = app, max_body, max_upload
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_upload if scope["path"] == "/v1/indexes" else self.max_body
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                response = _error(413, f"request body over the limit of {limit} bytes", "too_large")
+                await response(scope, receive, send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 << 20, max_question: int = 2000,
                max_upload: int = 20 << 20, cors: list[str] | None = None) -> FastAPI:
     """The FastAPI app over ``engine``."""
     app = FastAPI(title="tandem", version=__version__, description=__doc__)
     app.state.engine = engine
-    if cors:
-        from fastapi.middleware.cors import CORSMiddleware
-
-        app.add_middleware(CORSMiddleware, allow_origins=cors, allow_methods=["GET", "POST"],
-                           allow_headers=["Authorization", "Content-Type"])
+    register_secret(api_key)
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Any:
-        if request.url.path.startswith("/v1/") and api_key is not None:
+        if request.url.path.startswith("/v1/") and api_key is not None and request.method != "OPTIONS":
             given = request.headers.get("authorization", "")
             if not hmac.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
                 return JSONResponse({"error": {"message": "missing or wrong API key (Authorization: Bearer KEY)",
                                                "type": "unauthorized"}}, status_code=401,
                                     headers={"WWW-Authenticate": "Bearer"})
-        length = request.headers.get("content-length")
-        limit = max_upload if request.url.path == "/v1/indexes" else max_body
-        if length is not None and length.isdigit() and int(length) > limit:
-            return _error(413, f"request body of {length} bytes is over the limit of {limit}", "too_large")
         return await call_next(request)
+
+    app.add_middleware(BodyLimit, max_body=max_body, max_upload=max_upload)
+    if cors:  # added last, so outermost: preflight requests are answered before the key is asked for
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=cors, allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type"])
 
     @app.exception_handler(TandemError)
     async def tandem_error(request: Request, exc: TandemError) -> JSONResponse:
@@ -146,8 +183,9 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
     @app.post("/v1/ask/stream")
     async def ask_stream(req: AskRequest) -> StreamingResponse:
         check_question(req.question)
+        await asyncio.to_thread(engine.method, req.method, req.index, req.settings)  # bad settings: 422, not a 200 stream
         events = _run_streaming(engine, req.question, req.method, req.index, req.settings)
-        first = await anext(events)  # admission errors (429, bad settings) are raised before the stream starts
+        first = await anext(events)  # a full queue (429) is raised before the stream starts
         return StreamingResponse(_sse(first, events), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
@@ -166,6 +204,7 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": result["answer"]},
                                  "finish_reason": "stop"}],
                     "usage": _usage(result), "tandem": result}
+        await asyncio.to_thread(engine.method, req.model, req.index, req.settings)
         events = _run_streaming(engine, question, req.model, req.index, req.settings)
         first = await anext(events)
         return StreamingResponse(_chat_chunks(first, events, cid, created, req.model), media_type="text/event-stream")

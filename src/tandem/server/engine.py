@@ -29,6 +29,38 @@ from tandem.types import Answer, Question, Step, TraceObserver, observe_traces
 
 T = TypeVar("T")
 UPLOAD_SUFFIXES = {".txt", ".md", ".markdown", ".jsonl"}
+# settings a request may not set: they load models, LLMs or files named by the caller
+REFUSED_SETTINGS = frozenset({"role_llms", "r2former", "encoder", "embeddings_from", "reranker_model", "template",
+                              "placeholder"})
+MAX_INT_SETTING = 200       # k, topk, max_iter, ... (max_tokens: MAX_TOKENS_SETTING)
+MAX_TOKENS_SETTING = 4096
+MAX_METHODS = 32            # methods kept built (least recently used dropped)
+MAX_JOBS = 100              # finished upload jobs remembered
+
+
+def check_request_settings(name: str, settings: Mapping[str, Any]) -> None:
+    """What a request may set: known settings of the method, plain values, bounded numbers; no model,
+    LLM or path named by the caller."""
+    known = method_settings(name)
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {unknown} for {name!r}; settings: {sorted(known)}")
+    for key, value in settings.items():
+        if key in REFUSED_SETTINGS:
+            raise ConfigError(f"setting {key!r} loads a model or file: set it when starting the server, not per request")
+        values = value.values() if key == "max_tokens" and isinstance(value, dict) else [value]
+        for v in values:
+            limit = MAX_TOKENS_SETTING if key == "max_tokens" else MAX_INT_SETTING
+            if isinstance(v, bool) or v is None:
+                continue
+            if isinstance(v, (int, float)):
+                if not 0 <= v <= limit:
+                    raise ConfigError(f"setting {key!r} = {v} is outside 0..{limit}")
+            elif isinstance(v, str):
+                if not re.fullmatch(r"[A-Za-z0-9_+.-]{1,64}", v):
+                    raise ConfigError(f"setting {key!r}: {v!r} is not a plain name")
+            else:
+                raise ConfigError(f"setting {key!r} must be a number, a boolean or a name")
 
 
 class Busy(TandemError):
@@ -52,7 +84,7 @@ class Engine:
                  uploads: str | Path | None = None) -> None:
         if method not in METHODS:
             raise ConfigError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
-        self.indexes: dict[str, Index] = {name: open_index(path) for name, path in indexes.items()}
+        self.indexes: dict[str, Index] = {name: _loaded(open_index(path)) for name, path in indexes.items()}
         self.llm: LLM = load_llm(llm, **dict(llm_opts or {})) if isinstance(llm, str) else llm
         self.llm_spec = llm if isinstance(llm, str) else getattr(llm, "spec", type(llm).__name__)
         self.default_method = method
@@ -65,7 +97,7 @@ class Engine:
         self.jobs: dict[str, dict[str, Any]] = {}
         if self.uploads is not None and self.uploads.is_dir():  # indexes uploaded before a restart
             for folder in sorted(p for p in self.uploads.iterdir() if (p / "manifest.json").is_file()):
-                self.indexes.setdefault(folder.name, open_index(folder))
+                self.indexes.setdefault(folder.name, _loaded(open_index(folder)))
 
     @property
     def default_index(self) -> str | None:
@@ -85,15 +117,17 @@ class Engine:
         name = name or self.default_method
         if name not in METHODS:
             raise ConfigError(f"unknown method {name!r}; choose one of {sorted(METHODS)}")
-        unknown = sorted(set(settings or {}) - set(method_settings(name)))
-        if unknown:
-            raise ConfigError(f"unknown setting(s) {unknown} for {name!r}; settings: {sorted(method_settings(name))}")
+        check_request_settings(name, settings or {})
         idx_name = (index or self.default_index) if name in NEEDS_INDEX or index else None
         key = (name, idx_name, json.dumps(dict(settings or {}), sort_keys=True))
         with self._lock:
-            if key not in self._methods:
+            if key in self._methods:
+                self._methods[key] = self._methods.pop(key)  # most recently used last
+            else:
                 idx = self.index(idx_name) if idx_name else None
                 self._methods[key] = build_runnable(name, self.llm, idx, settings)
+                while len(self._methods) > MAX_METHODS:
+                    self._methods.pop(next(iter(self._methods)))
             return self._methods[key]
 
     def retrieve(self, query: str, index: str | None = None, k: int = 5, retriever: str | None = None) -> list[dict[str, Any]]:
@@ -142,6 +176,11 @@ class Engine:
         job = {"id": uuid.uuid4().hex[:12], "index": name, "kind": kind, "state": "queued", "files": len(files),
                "passages": None, "error": None, "seconds": None}
         with self._lock:
+            if any(j["index"] == name and j["state"] not in ("done", "error") for j in self.jobs.values()):
+                raise ConfigError(f"index {name!r} is being built by another job; wait for it")
+            finished = [k for k, j in self.jobs.items() if j["state"] in ("done", "error")]
+            for k in finished[:max(0, len(self.jobs) - MAX_JOBS + 1)]:
+                del self.jobs[k]
             self.jobs[job["id"]] = job
         self.submit(self._build, job, dict(files))
         return dict(job)
@@ -171,7 +210,7 @@ class Engine:
                         docs += load_corpus(path)
                 job.update(state="indexing", passages=len(docs))
                 build_index(docs, self.uploads / job["index"], kind=job["kind"])
-            index = open_index(self.uploads / job["index"])
+            index = _loaded(open_index(self.uploads / job["index"]))
             with self._lock:
                 self.indexes[job["index"]] = index
                 self._methods = {k: v for k, v in self._methods.items() if k[1] != job["index"]}
@@ -183,6 +222,15 @@ class Engine:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _loaded(index: Index) -> Index:
+    """``index`` with its components loaded now: a later replacement of its folder (an upload under the
+    same name) cannot mix files of two builds into one Index."""
+    for component, attr in (("bm25", "bm25"), ("dense", "faiss")):
+        if index.has(component):
+            getattr(index, attr)
+    return index
 
 
 def step_payload(i: int, step: Step, store: DocStore | None) -> dict[str, Any]:
