@@ -63,7 +63,7 @@ async def load(url: str, n: int, concurrency: int) -> tuple[list[float], Counter
 
 
 def pct(values: list[float], q: float) -> float:
-    return round(statistics.quantiles(values, n=100)[int(q) - 1], 4) if len(values) > 1 else round(values[0], 4)
+    return round(statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1], 4) if len(values) > 1 else round(values[0], 4)
 
 
 def main() -> None:
