@@ -318,12 +318,31 @@ def ask(
 
 
 @app.command()
-def methods() -> None:
-    """List the registered methods."""
-    from tandem.methods import METHODS
+def methods(
+    name: Annotated[Optional[str], typer.Argument(help="A method: list its settings, types and defaults.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """List the registered methods, or one method's settings (``--set KEY=VALUE``) with their defaults."""
+    import json
 
-    for name in sorted(METHODS):
-        out.print(name)
+    from tandem.methods import METHODS, describe_settings
+
+    if name is None:
+        if as_json:
+            out.print_json(json.dumps(sorted(METHODS)))
+        for method in sorted(METHODS) if not as_json else ():
+            out.print(method)
+        return
+    settings = describe_settings(name)
+    if as_json:
+        out.print_json(json.dumps({"method": name, "settings": settings}))
+        return
+    table = Table(title=f"{name}: settings (--set KEY=VALUE)")
+    for col in ("setting", "type", "default"):
+        table.add_column(col)
+    for key, info in settings.items():
+        table.add_row(key, escape(str(info["type"])), escape(json.dumps(info["default"])))
+    out.print(table)
 
 
 @app.command()
@@ -469,6 +488,20 @@ def _expand_multi_value_options(argv: list[str], options: tuple[str, ...] = ("--
             multi = None
         result.append(arg)
     return result
+
+
+def _version(value: bool) -> None:
+    if value:
+        from tandem import __version__
+
+        out.print(f"tandem {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """tandem: retrieval-augmented multi-hop QA, retriever and LLM working together."""
 
 
 def main() -> None:

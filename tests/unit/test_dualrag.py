@@ -289,7 +289,7 @@ def test_role_llms_and_settings(tmp_path, small_docs):
         build_method("dualrag", llm, search, reranker="cross_encoder")
     with pytest.raises(ConfigError, match="reranker"):
         build_method("dualrag", llm, search, reranker="colbert")
-    with pytest.raises(ConfigError, match="bad hyper-parameter"):
+    with pytest.raises(ConfigError, match="unknown setting\\(s\\) \\[.nonsense.\\]"):
         build_method("dualrag", llm, search, nonsense=1)
     with pytest.raises(ConfigError, match="index"):
         build_method("dualrag", llm)

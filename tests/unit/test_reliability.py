@@ -396,3 +396,13 @@ def test_a_finished_swap_leaves_no_old_copy_after_the_next_build(tmp_path, small
 def test_exit_codes_of_the_error_classes():
     assert RunError("x").exit_code == 1 and LLMError("x").exit_code == 1
     assert ConfigError("x").exit_code == 2 and DataError("x").exit_code == 2
+
+
+def test_methods_lists_settings_and_a_misspelt_setting_names_the_valid_ones(tmp_path):
+    res = tandem("methods", "dualrag", "--json")
+    assert res.returncode == 0, res.stderr
+    settings = json.loads(res.stdout)["settings"]
+    assert settings["max_iter"] == {"default": 5, "type": "int"}
+    res = tandem("ask", "--method", "direct", "--llm", "fake:x", "--set", "max_itr=3", "What?")
+    assert res.returncode == 2 and "unknown setting(s) ['max_itr'] for 'direct'; settings: [" in res.stderr
+    assert tandem("--version").stdout.startswith("tandem ")

@@ -40,11 +40,17 @@ def _signatures(name: str) -> list[Callable[..., Any]]:
 
 def method_settings(name: str) -> dict[str, Any]:
     """Method ``name``'s settings with their defaults (None where the default is not plain JSON)."""
+    return {k: v["default"] for k, v in describe_settings(name).items()}
+
+
+def describe_settings(name: str) -> dict[str, dict[str, Any]]:
+    """Method ``name``'s settings: each one's ``default`` (None where not plain JSON) and ``type``
+    (its annotation), read from the factory's and the class's signatures."""
     import inspect
 
     if name not in METHODS:
         raise ConfigError(f"unknown method {name!r}; choose one of {sorted(METHODS)}")
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, Any]] = {}
     for target in _signatures(name):
         for pname, param in inspect.signature(target).parameters.items():
             if pname in {"llm", "search", "store", "self", "model", "encoder_model"} or param.kind in (
@@ -53,7 +59,9 @@ def method_settings(name: str) -> dict[str, Any]:
             if param.kind is param.POSITIONAL_OR_KEYWORD and param.default is inspect.Parameter.empty:
                 continue  # a positional part the factory supplies (the backend, the R²-Former, ...)
             default = param.default
-            out[pname] = default if isinstance(default, (str, int, float, bool, type(None))) else None
+            plain = isinstance(default, (str, int, float, bool, type(None)))
+            annotation = param.annotation if isinstance(param.annotation, str) else getattr(param.annotation, "__name__", "")
+            out[pname] = {"default": default if plain else None, "type": annotation}
     return out
 
 
@@ -82,10 +90,10 @@ def build_method(name: str, llm: LLM, search: Search | None = None, store: DocSt
         raise ConfigError(f"unknown method {name!r}; choose one of {sorted(METHODS)}")
     if store is None and search is not None:
         store = search.store
-    try:
-        return METHODS[name](llm, search, store, **hyper)
-    except TypeError as exc:
-        raise ConfigError(f"bad hyper-parameter for {name!r}: {exc}") from exc
+    unknown = sorted(set(hyper) - set(method_settings(name)))
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {unknown} for {name!r}; settings: {sorted(method_settings(name))}")
+    return METHODS[name](llm, search, store, **hyper)
 
 
 __all__ = ["METHODS", "NEEDS_INDEX", "Method", "Search", "build_method"]
