@@ -513,7 +513,9 @@ def main() -> None:
     from tandem.models import offline_env
 
     offline_env()
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)  # on the handler: libraries that set their own loggers to DEBUG stay quiet
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
     try:
         # non-standalone typer turns Ctrl-C (and click's Exit) into a returned exit code
         code = app(args=_expand_multi_value_options(sys.argv[1:]), prog_name="tandem", standalone_mode=False)

@@ -404,7 +404,7 @@ class OnnxEncoder:
             return out
         ids = self.tokenize(texts)
         batches: Any = self._batches(ids, max(1, batch_size))
-        if show_progress:
+        if show_progress and len(texts) > batch_size:  # no bar for a single batch
             from tqdm import tqdm
 
             batches = tqdm(batches, total=-(-len(texts) // max(1, batch_size)), desc="encode", unit="batch")

@@ -84,7 +84,7 @@ class LayerEncoder:
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         parts: dict[int, tuple[np.ndarray, ...]] = {}
         starts = range(0, len(order), batch_size)
-        if show_progress:
+        if show_progress and len(order) > batch_size:  # no bar for a single batch
             from tqdm import tqdm
 
             starts = tqdm(starts, desc="layer features", unit="batch")
