@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -528,7 +529,12 @@ def main() -> None:
         raise SystemExit(exc.exit_code) from None
     except (KeyboardInterrupt, typer.Abort):
         console.print("[red]interrupted[/red]: finished work is saved; run the same command again to resume")
-        raise SystemExit(130) from None
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # not SystemExit: a Ctrl-C that passed through a C extension's PyRun_* call (e.g. during an import)
+        # makes CPython 3.11 end the process with SIGINT (-2) even after it was handled; the folders are
+        # already cleaned up and unlocked by the context managers the interrupt unwound
+        os._exit(130)
     except Exception as exc:  # noqa: BLE001 - the last stop: click's usage errors, then anything unexpected
         import click
 
