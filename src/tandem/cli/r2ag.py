@@ -1,4 +1,4 @@
-"""``tandem train r2ag``: train an R²-Former (R²AG) for a frozen in-process LLM; registered by cli.py."""
+"""``tandem train r2ag``: train an R²-Former (R²AG) for a frozen in-process LLM; registered by the CLI package."""
 
 from __future__ import annotations
 
@@ -8,12 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from tandem.cli.common import parse_slice
 from tandem.outdir import add_file, owned_output
-
-
-def _slice(spec: str) -> slice:
-    start, _, end = spec.partition(":")
-    return slice(int(start or 0), int(end) if end else None)
 
 
 def train_r2ag_command(
@@ -59,8 +55,8 @@ def train_r2ag_command(
                                     save_every=save_every, seed=seed, lora_r=lora_r,
                                     projection=projection)
         ds = load_dataset(dataset)
-        train_qs = ds.questions[_slice(train_questions)]
-        val_qs = ds.questions[_slice(val_questions)] if val_questions else []
+        train_qs = ds.questions[parse_slice(train_questions)]
+        val_qs = ds.questions[parse_slice(val_questions)] if val_questions else []
         if {q.id for q in train_qs} & {q.id for q in val_qs}:
             raise typer.BadParameter("--train-questions and --val-questions overlap")
         search = None

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tandem.cli_common import console, out
+from tandem.cli.common import console, out
 
 llm_app = typer.Typer(help="LLM servers for tandem's OpenAI backend.", no_args_is_help=True)
 

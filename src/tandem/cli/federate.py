@@ -10,7 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from tandem.cli_common import out, progress_bar
+from tandem.cli.common import out, progress_bar
 from tandem.outdir import owned_output
 
 federate_app = typer.Typer(help="Collaborative RAG (CoRAG): CRAB benches, Flower simulation, baselines.",

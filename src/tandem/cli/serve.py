@@ -1,4 +1,4 @@
-"""``tandem serve``: the HTTP API and web page over one or more indexes; registered by cli.py."""
+"""``tandem serve``: the HTTP API and web page over one or more indexes; registered by the CLI package."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tandem.cli_common import console
+from tandem.cli.common import console
 from tandem.errors import ConfigError
 
 

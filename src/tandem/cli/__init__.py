@@ -1,0 +1,109 @@
+"""Command line: a thin adapter over the library (``tandem --help``), one module per command group."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from tandem.cli import ask, data, evaluate, index, train
+from tandem.cli.common import console, out
+from tandem.cli.federate import federate_app
+from tandem.cli.llm import llm_app
+from tandem.cli.r2ag import register as register_r2ag
+from tandem.cli.serve import register as register_serve
+from tandem.errors import TandemError
+from tandem.secrets import redact
+
+app = typer.Typer(help="tandem: retrieval-augmented multi-hop QA, retriever and LLM working together.", no_args_is_help=True,
+                  pretty_exceptions_show_locals=False)
+for command in (index.index, index.retrieve, ask.ask, ask.methods, ask.report):
+    app.command()(command)
+app.add_typer(evaluate.eval_app, name="eval")
+app.add_typer(data.data_app, name="data")
+app.add_typer(train.export_app, name="export")
+app.add_typer(train.train_app, name="train")
+app.add_typer(federate_app, name="federate")
+app.add_typer(llm_app, name="llm")
+register_r2ag(train.train_app)
+register_serve(app)
+
+
+def _expand_multi_value_options(argv: list[str], options: tuple[str, ...] = ("--k",)) -> list[str]:
+    """Let ``--k 2 5 10`` mean ``--k 2 --k 5 --k 10`` (click options take one value each)."""
+    result: list[str] = []
+    multi: str | None = None
+    for arg in argv:
+        if arg in options:
+            multi = arg
+        elif multi is not None and arg.isdigit():
+            if result[-1] != multi:
+                result.append(multi)
+        else:
+            multi = None
+        result.append(arg)
+    return result
+
+
+def _version(value: bool) -> None:
+    if value:
+        from tandem import __version__
+
+        out.print(f"tandem {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """tandem: retrieval-augmented multi-hop QA, retriever and LLM working together."""
+
+
+def main() -> None:
+    """Console entry point. Exit codes: 0 success; 1 the work failed (:class:`RunError`, or an unexpected
+    error, printed without local variables and with secrets redacted); 2 bad input or settings; 130
+    interrupted (Ctrl-C)."""
+    import logging
+
+    from tandem.models import offline_env
+
+    offline_env()
+    handler = logging.StreamHandler()
+    handler.setLevel(logging.WARNING)  # on the handler: libraries that set their own loggers to DEBUG stay quiet
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
+    try:
+        # non-standalone typer turns Ctrl-C (and click's Exit) into a returned exit code
+        code = app(args=_expand_multi_value_options(sys.argv[1:]), prog_name="tandem", standalone_mode=False)
+        if code == 130:
+            raise KeyboardInterrupt
+        if isinstance(code, int) and code:
+            raise SystemExit(code)
+    except TandemError as exc:
+        console.print(f"[red]error:[/red] {escape(redact(str(exc)))}", highlight=False)
+        raise SystemExit(exc.exit_code) from None
+    except (KeyboardInterrupt, typer.Abort):
+        console.print("[red]interrupted[/red]: finished work is saved; run the same command again to resume")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # not SystemExit: a Ctrl-C that passed through a C extension's PyRun_* call (e.g. during an import)
+        # makes CPython 3.11 end the process with SIGINT (-2) even after it was handled; the folders are
+        # already cleaned up and unlocked by the context managers the interrupt unwound
+        os._exit(130)
+    except Exception as exc:  # noqa: BLE001 - the last stop: click's usage errors, then anything unexpected
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            raise SystemExit(exc.exit_code) from None
+        import traceback
+
+        sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+        console.print(f"[red]internal error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}", highlight=False)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,5 @@
+"""``python -m tandem.cli``."""
+
+from tandem.cli import main
+
+main()

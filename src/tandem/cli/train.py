@@ -1,0 +1,105 @@
+"""``tandem export sft`` and ``tandem train retriever`` (``train r2ag`` lives in ``cli.r2ag``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from tandem.cli.common import (
+    console,
+    parse_slice,
+    print_row,
+    progress_bar,
+)
+from tandem.outdir import add_file, owned_output
+
+export_app = typer.Typer(help="Export data built from run folders.", no_args_is_help=True)
+train_app = typer.Typer(help="Fine-tune models.", no_args_is_help=True)
+
+
+@export_app.command("sft")
+def export_sft(
+    run_dir: Annotated[Path, typer.Argument(help="A `tandem eval qa --method dualrag` run folder.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for reasoner/entity_identifier/summarizer/answer.jsonl.")],
+    metric: Annotated[list[str], typer.Option(help="Keep questions where any of these metrics reaches --threshold.")] = ["acc", "em"],  # noqa: B006
+    threshold: Annotated[float, typer.Option(help="Score a kept question needs on one of the metrics.")] = 1.0,
+) -> None:
+    """Per-role chat JSONL (the exact prompt + the model's reply) from correctly answered questions."""
+    from tandem.train.sft_export import export_sft as run_export
+
+    with owned_output(out_dir, "sft-data", replacing=False):
+        stats = run_export(run_dir, out_dir, metric, threshold)
+        print_row(f"SFT data from {run_dir} ({stats['correct_questions']}/{stats['questions']} questions kept)",
+                   stats["examples"])
+        console.print(f"wrote {out_dir}")
+
+
+@train_app.command("retriever")
+def train_retriever(
+    dataset: Annotated[Path, typer.Option(help="QA dataset with gold passages (its pool gives the negatives).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Model folder to write (sentence-transformers format).")],
+    train_questions: Annotated[str, typer.Option(help="Questions to train on, START:END.")] = "250:500",
+    eval_questions: Annotated[Optional[str], typer.Option(help="Held-apart questions for R@2/R@5 before/after ('' = skip).")] = "0:250",
+    base: Annotated[str, typer.Option(help="Encoder to start from.")] = "minilm",
+    extra_dataset: Annotated[list[Path], typer.Option(help="More training data: the questions of these datasets.")] = [],  # noqa: B006
+    extra_limit: Annotated[Optional[int], typer.Option(help="Only the first N questions of each --extra-dataset.")] = None,
+    base_index: Annotated[Optional[Path], typer.Option(help="Dense index of --dataset's pool built with --base (skips rebuilding it).")] = None,
+    unrollings: Annotated[Optional[Path], typer.Option(help="Unrolling cache JSONL (id, sub_questions, chain): train on U.")] = None,
+    query: Annotated[str, typer.Option(help="Parts of U with --unrollings: q | q+s | q+r | q+s+r.")] = "q+s+r",
+    epochs: Annotated[int, typer.Option()] = 2,
+    batch_size: Annotated[int, typer.Option()] = 16,
+    lr: Annotated[float, typer.Option()] = 2e-5,
+    max_minutes: Annotated[float, typer.Option(help="Stop training after this long (the model is saved).")] = 30.0,
+    backward_weight: Annotated[float, typer.Option(help="Weight of the document->query term (0 = off).")] = 1.0,
+    alpha: Annotated[bool, typer.Option(help="Difficulty weights ln(1+|S|).")] = True,
+    learn_temperature: Annotated[bool, typer.Option(help="Learnable temperature (init 0.05).")] = True,
+    max_length: Annotated[int, typer.Option(help="Token limit of queries and passages.")] = 256,
+) -> None:
+    """CoopRAG's retriever fine-tuning: difficulty-weighted InfoNCE, in-batch + one hard negative."""
+    import json
+
+    from tandem.corpus import load_dataset
+    from tandem.index.store import DocStore
+    from tandem.train import retriever as tr
+
+    with owned_output(out_dir, "retriever"):
+        ds = load_dataset(dataset)
+        train_qs, eval_qs = ds.questions[parse_slice(train_questions)], ds.questions[parse_slice(eval_questions)] if eval_questions else []
+        if {q.id for q in train_qs} & {q.id for q in eval_qs}:
+            raise typer.BadParameter("--train-questions and --eval-questions overlap")
+        store = DocStore(ds.passages)
+        unrolled = tr.read_unrollings(unrollings) if unrollings else None
+        examples = tr.training_questions(train_qs, store, unrollings=unrolled, parts=query)
+        pool = [d.contents for d in ds.passages]
+        for extra in extra_dataset:
+            more = load_dataset(extra)
+            examples += tr.training_questions(more.questions[:extra_limit], DocStore(more.passages), unrollings=unrolled,
+                                              parts=query)
+            pool += [d.contents for d in more.passages]
+        config = tr.TrainConfig(base=base, epochs=epochs, batch_size=batch_size, lr=lr, max_minutes=max_minutes,
+                                backward_weight=backward_weight, alpha=alpha, learn_temperature=learn_temperature,
+                                max_length=max_length)
+        evals = out_dir.parent / f"{out_dir.name}.eval"
+        before = tr.recall_on(eval_qs, ds.passages, base, base_index or evals / "base", build=base_index is None) if eval_qs else None
+        with progress_bar() as bar:
+            task = bar.add_task("train retriever", total=None)
+
+            def on_step(step: int, total: int, loss: float) -> None:
+                bar.update(task, completed=step, total=total, description=f"train retriever loss {loss:.3f}")
+
+            log = tr.train_retriever(examples, pool, out_dir, config, on_step)
+        after = tr.recall_on(eval_qs, ds.passages, str(out_dir), evals / "tuned") if eval_qs else None
+        report = {"dataset": str(dataset), "train_questions": train_questions, "eval_questions": eval_questions,
+                  "extra_datasets": [str(p) for p in extra_dataset], "extra_limit": extra_limit, "train_examples": len(examples),
+                  "unrollings": str(unrollings) if unrollings else None, "query": query if unrollings else "q",
+                  "before": before, "after": after, "train": log}
+        add_file(out_dir, "eval.json", json.dumps(report, indent=2))
+        if before and after:
+            print_row(f"dense retrieval on questions {eval_questions} (R@2 / R@5, %)",
+                       {"base R@2": before["R@2"], "base R@5": before["R@5"], "tuned R@2": after["R@2"],
+                        "tuned R@5": after["R@5"], "train minutes": log["minutes"]})
+        console.print(f"wrote {out_dir}")
+
+
