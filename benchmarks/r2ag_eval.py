@@ -32,6 +32,7 @@ from tandem.llm.types import LLMRequest
 from tandem.methods.base import brief_answer_messages, clean_answer
 from tandem.methods.r2ag import R2AG, rank_and_featurize
 from tandem.methods.r2ag_prompts import shorten
+from tandem.methods.settings import R2AGSettings
 from tandem.train import r2ag as tr
 from tandem.train.r2former import R2Former, R2FormerConfig, load_r2former
 from tandem.types import Question
@@ -106,12 +107,10 @@ def main() -> None:
     variants = {"naive_rag": naive}
     if first is None:  # no vectors are injected: an untrained R²-Former only supplies the settings
         first = R2Former(R2FormerConfig(llm_hidden=int(llm.input_embeddings().weight.shape[1])))
-    plain = R2AG(llm, first, encoder, store=store, docs="context", k=args.k, inject=False,
-                 doc_words=args.doc_words, max_tokens=args.max_tokens)
+    plain = R2AG(llm, first, encoder, R2AGSettings(docs="context", k=args.k, inject=False, doc_words=args.doc_words, max_tokens=args.max_tokens), store=store)
     variants["r2ag_no_inject"] = lambda q: plain.answer(q).text
     for name, model in models.items():
-        method = R2AG(llm, model, encoder, store=store, docs="context", k=args.k, doc_words=args.doc_words,
-                      max_tokens=args.max_tokens)
+        method = R2AG(llm, model, encoder, R2AGSettings(docs="context", k=args.k, doc_words=args.doc_words, max_tokens=args.max_tokens), store=store)
         variants[name] = (lambda m: lambda q: m.answer(q).text)(method)
 
     summary: dict = {"dataset": args.dataset, "questions": args.questions, "k": args.k, "doc_words": args.doc_words,

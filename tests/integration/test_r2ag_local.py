@@ -11,6 +11,7 @@ from tandem.index.encoder import load_encoder
 from tandem.index.store import DocStore
 from tandem.llm import load_llm
 from tandem.methods.r2ag import R2AG
+from tandem.methods.settings import R2AGSettings
 from tandem.train import r2ag as tr
 from tandem.train.r2former import load_r2former
 from tests.conftest import shared
@@ -30,7 +31,7 @@ def test_train_one_step_then_answer_dev500(tmp_path):
     assert all(p.grad is None for p in llm.model.parameters())  # the LLM stayed frozen
     model = load_r2former(tmp_path / "ck")
     assert model.config.llm_hidden == 576 and model.config.placeholder == ""
-    method = R2AG(llm, model, encoder, store=store, docs="context", max_tokens=12)
+    method = R2AG(llm, model, encoder, R2AGSettings(docs="context", max_tokens=12), store=store)
     answer = method.answer(ds.questions[0])
     answer_step = answer.trace.steps[-1]
     assert answer_step.notes["placeholder"] == "<reponame>" and len(answer_step.notes["positions"]) == 10

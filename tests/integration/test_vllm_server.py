@@ -25,6 +25,7 @@ from tandem.llm.openai_compat import OpenAILLM
 from tandem.llm.prompt_embeds import PromptEmbedsLLM
 from tandem.methods import Search, build_method
 from tandem.methods.r2ag import R2AG
+from tandem.methods.settings import R2AGSettings
 from tandem.retrieve import open_retriever
 from tandem.train.r2former import R2Former, R2FormerConfig
 from tests.conftest import shared
@@ -111,6 +112,6 @@ def test_r2ag_prompt_embeddings_match_in_process_injection(vllm, dev):
     encoder = load_encoder("minilm")
     server = PromptEmbedsLLM(OpenAILLM(spec.split(":", 1)[1].split("@")[0], spec.split("@", 1)[1]), local.path)
     for question in questions:
-        here = R2AG(local, model, encoder, store=store, docs="context", max_tokens=12).answer(question)
-        there = R2AG(server, model, encoder, store=store, docs="context", max_tokens=12).answer(question)
+        here = R2AG(local, model, encoder, R2AGSettings(docs="context", max_tokens=12), store=store).answer(question)
+        there = R2AG(server, model, encoder, R2AGSettings(docs="context", max_tokens=12), store=store).answer(question)
         assert there.text == here.text, (question.id, here.text, there.text)

@@ -11,6 +11,7 @@ from tandem.index.store import DocStore
 from tandem.methods import METHODS, NEEDS_INDEX, Search, build_method
 from tandem.methods import cooprag_prompts as P
 from tandem.methods.cooprag import CoopRAG, render_query
+from tandem.methods.settings import CoopRAGSettings
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder
 from tandem.testing.fake_llm import FakeLLM
@@ -63,7 +64,7 @@ def test_pipeline_unroll_retrieve_rerank_complete_answer(setup):
     search, retriever = setup
     reranker = ReverseReranker()
     llm = FakeLLM([UNROLL, COMPLETED, "Answer: Warsaw."])
-    ans = CoopRAG(llm, search, reranker, n=4, k=2).answer(QUESTION)
+    ans = CoopRAG(llm, search, reranker, CoopRAGSettings(n=4, k=2)).answer(QUESTION)
     assert ans.text == "Warsaw" and ans.method == "cooprag"
     assert [s.name for s in ans.trace.steps] == ["unroll", "retrieve", "rerank", "complete", "answer"]
     assert [c.role for c in ans.trace.llm_calls] == ["unroll", "complete", "answer"]
@@ -83,7 +84,7 @@ def test_pipeline_unroll_retrieve_rerank_complete_answer(setup):
 def test_unroll_parse_failure_falls_back_to_question_only(setup):
     search, retriever = setup
     llm = FakeLLM(["I am not sure.", "Sub-questions: none", "still nothing", "Answer: Paris"])
-    ans = CoopRAG(llm, search, None, k=2, unroll_attempts=3).answer(QUESTION)
+    ans = CoopRAG(llm, search, None, CoopRAGSettings(k=2, unroll_attempts=3)).answer(QUESTION)
     unroll = ans.trace.steps[0]
     assert len(unroll.llm_calls) == 3 and unroll.notes["fallbacks"] == ["unroll: question only: no sub-questions and no chain"]
     assert [c.role for c in unroll.llm_calls] == ["unroll", "unroll:retry", "unroll:retry"]
@@ -99,21 +100,21 @@ def test_unroll_parse_failure_falls_back_to_question_only(setup):
 def test_completion_failure_keeps_masked_chain_and_empty_answer_uses_chain_tail(setup):
     search, _ = setup
     llm = FakeLLM([UNROLL, "no list", ""], default="")
-    ans = CoopRAG(llm, search, None, k=2, complete_attempts=1).answer(QUESTION)
+    ans = CoopRAG(llm, search, None, CoopRAGSettings(k=2, complete_attempts=1)).answer(QUESTION)
     complete = ans.trace.steps[2]
     assert complete.name == "complete" and complete.notes["chain"][-1][2] == "<FILL>"
     assert ans.text == "" and ans.trace.steps[-1].notes["fallbacks"][0].startswith("answer: empty answer")
     assert ans.trace.protocol()["complete"] == {"calls": 1, "schema_decoded": 0, "parsed_first": 0, "repaired": 0,
                                                 "fell_back": 1}
     llm = FakeLLM([UNROLL, COMPLETED, "Answer:"])
-    ans = CoopRAG(llm, search, None, k=2).answer(QUESTION)
+    ans = CoopRAG(llm, search, None, CoopRAGSettings(k=2)).answer(QUESTION)
     assert ans.text == "Warsaw" and ans.trace.steps[-1].notes["fallbacks"][0].startswith("answer: empty answer")
 
 
 def test_one_call_variant(setup):
     search, _ = setup
     llm = FakeLLM([UNROLL, COMPLETED[:-1] + ', "answer": "Warsaw."}'])
-    ans = CoopRAG(llm, search, ReverseReranker(), n=5, k=3, one_call=True).answer(QUESTION)
+    ans = CoopRAG(llm, search, ReverseReranker(), CoopRAGSettings(n=5, k=3, one_call=True)).answer(QUESTION)
     assert [s.name for s in ans.trace.steps] == ["unroll", "retrieve", "rerank", "complete+answer"]
     assert [c.role for c in ans.trace.llm_calls] == ["unroll", "one_call"] and ans.text == "Warsaw"
     assert ans.trace.steps[-1].notes["chain"][0] == ["Irene Curie", "mother", "Marie Curie"]
@@ -123,7 +124,7 @@ def test_one_call_variant(setup):
                          [("q", False, False), ("q+s", True, False), ("q+r", False, True), ("q+s+r", True, True)])
 def test_ablation_switches_change_the_query(setup, parts, has_sub, has_chain):
     search, retriever = setup
-    CoopRAG(FakeLLM([UNROLL, COMPLETED, "Warsaw"]), search, None, k=2, query=parts).answer(QUESTION)
+    CoopRAG(FakeLLM([UNROLL, COMPLETED, "Warsaw"]), search, None, CoopRAGSettings(k=2, query=parts)).answer(QUESTION)
     query = retriever.queries[0][0]
     assert query.startswith(QUESTION.text)
     assert ("Where was Marie Curie born?" in query) == has_sub
@@ -166,7 +167,7 @@ def test_registered_and_built_from_settings(small_docs, tmp_path):
     assert method.search.retriever.name == "dense"
     ans = method.answer(QUESTION)
     assert ans.text == "Warsaw" and len(ans.trace.docs_read) == 2
-    with pytest.raises(ConfigError, match="unknown CoopRAG query"):
+    with pytest.raises(ConfigError, match="setting 'query': Input should be 'q', 'q\\+s'"):
         build_method("cooprag", FakeLLM(), search, reranker="none", query="q+x")
     with pytest.raises(ConfigError):
         build_method("cooprag", FakeLLM(), search, reranker="cross")

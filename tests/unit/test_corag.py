@@ -11,7 +11,16 @@ import pytest
 import torch
 
 from tandem.errors import ConfigError, DataError
-from tandem.federated.bench import ClientSplit, Labels, Stores, check_bench, contains_answer, label_passages, make_stores, split_clients
+from tandem.federated.bench import (
+    ClientSplit,
+    Labels,
+    Stores,
+    check_bench,
+    contains_answer,
+    label_passages,
+    make_stores,
+    split_clients,
+)
 from tandem.federated.fedavg import fedavg
 from tandem.federated.local import TrainSettings, evaluate, train_local
 from tandem.federated.model import CoRAGModel, ModelConfig, clean_answer, perplexity_distillation_loss

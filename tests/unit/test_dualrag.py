@@ -10,8 +10,9 @@ from tandem.errors import ConfigError
 from tandem.index import build_index, open_index
 from tandem.methods import Search, build_method
 from tandem.methods import dualrag_prompts as P
-from tandem.methods.dualrag import DualRAG, Outline, from_settings, union_by_id
+from tandem.methods.dualrag import DualRAG, Outline, union_by_id
 from tandem.methods.ircot import ANSWER_MARKER
+from tandem.methods.settings import DualRAGSettings
 from tandem.rerank import BiEncoderReranker
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder
@@ -53,7 +54,9 @@ class Roles:
 
     def method(self, search: Search, **hyper) -> DualRAG:
         hyper.setdefault("rerank_topk", 2)
-        return DualRAG(self.llms["answer"], search, role_llms=self.llms, **hyper)
+        reranker = hyper.pop("reranker", None)  # a test reranker object; settings hold only the algorithm's
+        return DualRAG(self.llms["answer"], search, DualRAGSettings.from_dict(hyper), reranker=reranker,
+                       role_llms=self.llms)
 
     def prompts(self, role: str) -> list[str]:
         return [c.last_user for c in self.llms[role].calls]
@@ -279,8 +282,8 @@ def test_role_llms_and_settings(tmp_path, small_docs):
     assert method.search.retriever.name == "dense"  # keyword search is dense on a hybrid index
     assert isinstance(method.reranker, BiEncoderReranker) and method.reranker.doc_vectors.shape == (5, 64)
     assert method.llms["answer"] is llm and method.max_iter == 2
-    assert from_settings(llm, search, reranker="none", keyword_retriever="index").reranker is None
-    assert from_settings(llm, search, keyword_retriever="index").search.retriever.name == "hybrid"
+    assert build_method("dualrag", llm, search, reranker="none", keyword_retriever="index").reranker is None
+    assert build_method("dualrag", llm, search, keyword_retriever="index").search.retriever.name == "hybrid"
     other = build_method("dualrag", llm, search, role_llms={"summarizer": "fake:short"})
     assert other.llms["summarizer"] is not llm and other.llms["reasoner"] is llm
     with pytest.raises(ConfigError, match="roles"):
@@ -289,7 +292,7 @@ def test_role_llms_and_settings(tmp_path, small_docs):
         build_method("dualrag", llm, search, reranker="cross_encoder")
     with pytest.raises(ConfigError, match="reranker"):
         build_method("dualrag", llm, search, reranker="colbert")
-    with pytest.raises(ConfigError, match="unknown setting\\(s\\) \\[.nonsense.\\]"):
+    with pytest.raises(ConfigError, match="unknown setting 'nonsense'; valid settings: \\['answer_style'"):
         build_method("dualrag", llm, search, nonsense=1)
     with pytest.raises(ConfigError, match="index"):
         build_method("dualrag", llm)
@@ -301,7 +304,7 @@ def test_answer_styles(search):
     roles = Roles(reasoner=[think("done", False)], answer=["The river is the Vistula.\nIt flows through Warsaw."])
     assert roles.method(search, answer_style="complete").answer(QUESTION).text.endswith("flows through Warsaw.")
     assert "complete answer" in roles.prompts("answer")[0]
-    with pytest.raises(ConfigError):
+    with pytest.raises(ConfigError, match="setting 'answer_style': Input should be 'short' or 'complete'"):
         roles.method(search, answer_style="long")
 
 

@@ -7,6 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from tandem.methods.settings import DualRAGSettings
 from tandem.cli import app
 from tandem.errors import ConfigError
 from tandem.eval.runner import run_qa
@@ -44,7 +45,8 @@ def test_cli_rejects_a_wrong_key_with_the_valid_ones(tmp_path):
                                   "--llm-opt", "max_tokens=8"])
     assert ok.exit_code == 0, ok.output
     config = json.loads((tmp_path / "run2" / "config.json").read_text())
-    assert config["llm_opts"] == {"constrains_json": True} and config["hyper"] == {"max_tokens": 8}
+    assert config["llm"] == {"spec": "fake:A", "options": {"constrains_json": True}}
+    assert config["settings"] == {"temperature": 0.0, "max_tokens": 8}  # resolved: defaults included
 
 
 def test_run_metrics_report_protocol_health(tmp_path, small_docs):
@@ -60,7 +62,7 @@ def test_run_metrics_report_protocol_health(tmp_path, small_docs):
     assert metrics["protocol"]["reasoner"] == {"calls": 2, "schema_decoded": 2, "parsed_first": 0, "repaired": 2,
                                                "fell_back": 0}
     broken = FakeLLM(rules=[("You are the reasoning half", "never json")], default="Vistula")
-    metrics = run_qa(DualRAG(broken, Search(open_retriever(idx), idx.store), max_iter=1), questions[:1],
+    metrics = run_qa(DualRAG(broken, Search(open_retriever(idx), idx.store), DualRAGSettings(max_iter=1)), questions[:1],
                      tmp_path / "run2", {"method": "dualrag", "dataset": "t"})
     assert metrics["fallback_rate"] == 1.0 and metrics["schema_decoded_rate"] == 0.0
     record = json.loads((tmp_path / "run2" / "predictions.jsonl").read_text().splitlines()[0])

@@ -115,5 +115,5 @@ def test_unknown_method_and_settings(search):
         build_method("ircot", FakeLLM())
     with pytest.raises(ConfigError, match="policy"):
         build_method("ircot", FakeLLM(), search, policy="sometimes")
-    with pytest.raises(ConfigError, match=r"unknown setting\(s\) \['top_p'\] for 'direct'; settings: \["):
+    with pytest.raises(ConfigError, match=r"direct settings: unknown setting 'top_p'; valid settings: \['max_tokens', 'temperature'\]"):
         build_method("direct", FakeLLM(), top_p=3)

@@ -6,7 +6,13 @@ import pytest
 
 from tandem.eval.judge import best_of, judge, score_prediction
 from tandem.eval.qa_metrics import (
-    answer_scores, cover_match, exact_match, f1_score, gold_doc_recall, normalize_answer, rouge_l,
+    answer_scores,
+    cover_match,
+    exact_match,
+    f1_score,
+    gold_doc_recall,
+    normalize_answer,
+    rouge_l,
 )
 from tandem.testing.fake_llm import FakeLLM
 

@@ -22,6 +22,7 @@ from tandem.llm.types import LLMRequest
 from tandem.methods import METHODS, NEEDS_INDEX, Search, build_method
 from tandem.methods import r2ag_prompts as P
 from tandem.methods.r2ag import R2AG, embedding_backend, inject
+from tandem.methods.settings import R2AGSettings
 from tandem.testing.encoders import HashingEncoder
 from tandem.testing.fake_llm import FakeLLM
 from tandem.train import r2ag as tr
@@ -37,6 +38,7 @@ from tandem.train.r2former import (
     save_checkpoint,
 )
 from tandem.types import Document, Hit, Question
+
 
 @pytest.fixture
 def docs(small_docs) -> list[Document]:
@@ -136,7 +138,7 @@ def test_placeholder_choice_and_positions(tiny_llm, docs):
 
 def test_injection_lands_vector_i_at_placeholder_i(tiny_llm, docs, monkeypatch):
     model = _former(tiny_llm)
-    method = R2AG(tiny_llm, model, HashingEncoder(), store=DocStore(docs), docs="context", k=5, max_tokens=3)
+    method = R2AG(tiny_llm, model, HashingEncoder(), R2AGSettings(docs="context", k=5, max_tokens=3), store=DocStore(docs))
     seen = {}
     real = tiny_llm.generate_from_embeds
 
@@ -171,8 +173,7 @@ def test_inject_checks_counts():
 
 
 def test_no_injection_switch_keeps_token_embeddings(tiny_llm, docs, monkeypatch):
-    method = R2AG(tiny_llm, _former(tiny_llm), HashingEncoder(), store=DocStore(docs), docs="context", inject=False,
-                  max_tokens=2)
+    method = R2AG(tiny_llm, _former(tiny_llm), HashingEncoder(), R2AGSettings(docs="context", inject=False, max_tokens=2), store=DocStore(docs))
     seen = {}
 
     def spy(embeds, **kw):
@@ -264,8 +265,7 @@ def test_backend_without_embeddings_is_a_clear_error(tmp_path):
 
 def test_hidden_size_mismatch_is_an_error(tiny_llm, docs):
     with pytest.raises(ConfigError, match="projects to 24"):
-        R2AG(tiny_llm, R2Former(R2FormerConfig(llm_hidden=24, d_model=16)), HashingEncoder(), store=DocStore(docs),
-             docs="context")
+        R2AG(tiny_llm, R2Former(R2FormerConfig(llm_hidden=24, d_model=16)), HashingEncoder(), R2AGSettings(docs="context"), store=DocStore(docs))
 
 
 class _EmbedsHandler(BaseHTTPRequestHandler):
@@ -297,7 +297,7 @@ def test_served_prompt_embeds_reach_a_vllm_style_server(tiny_llm, docs, tmp_path
         backend = embedding_backend(remote, tiny_llm.path)
         assert torch.equal(backend.input_embeddings().weight, tiny_llm.input_embeddings().weight)
         model = _former(tiny_llm)
-        ans = R2AG(backend, model, HashingEncoder(), store=DocStore(docs), docs="context", max_tokens=4).answer(
+        ans = R2AG(backend, model, HashingEncoder(), R2AGSettings(docs="context", max_tokens=4), store=DocStore(docs)).answer(
             Question("q", "Where was Marie Curie born?", ("Warsaw",), metadata={"context_ids": [d.id for d in docs]}))
     finally:
         server.shutdown()
@@ -315,8 +315,7 @@ def test_search_hits_are_used_with_docs_retrieve(tiny_llm, docs):
         def search(self, query, k=10):
             return [Hit(d.id, 1.0, i + 1, "fixed") for i, d in enumerate(docs[:k])]
 
-    method = R2AG(tiny_llm, _former(tiny_llm), HashingEncoder(), search=Search(Fixed(), DocStore(docs)), k=3,
-                  max_tokens=2)
+    method = R2AG(tiny_llm, _former(tiny_llm), HashingEncoder(), R2AGSettings(k=3, max_tokens=2), search=Search(Fixed(), DocStore(docs)))
     ans = method.answer(Question("q", "Where was Marie Curie born?"))
     assert [h.doc_id for h in ans.trace.steps[0].hits] == ["d1", "d2", "d3"]
     assert len(ans.trace.steps[1].notes["features"]) == 3

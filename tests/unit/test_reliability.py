@@ -402,7 +402,9 @@ def test_methods_lists_settings_and_a_misspelt_setting_names_the_valid_ones(tmp_
     res = tandem("methods", "dualrag", "--json")
     assert res.returncode == 0, res.stderr
     settings = json.loads(res.stdout)["settings"]
-    assert settings["max_iter"] == {"default": 5, "type": "int"}
+    assert settings["max_iter"] == {"default": 5, "type": "int", "doc": "reasoning steps (paper: 5)"}
     res = tandem("ask", "--method", "direct", "--llm", "fake:x", "--set", "max_itr=3", "What?")
-    assert res.returncode == 2 and "unknown setting(s) ['max_itr'] for 'direct'; settings: [" in res.stderr
+    assert res.returncode == 2 and "unknown setting 'max_itr'; valid settings: ['max_tokens', 'temperature']" in res.stderr
+    res = tandem("ask", "--method", "direct", "--llm", "fake:x", "--set", "max_tokens=many", "What?")
+    assert res.returncode == 2 and "setting 'max_tokens': Input should be a valid integer" in res.stderr
     assert tandem("--version").stdout.startswith("tandem ")

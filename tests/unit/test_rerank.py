@@ -7,7 +7,8 @@ import pytest
 
 from tandem.index import build_index, open_index
 from tandem.index.store import DocStore
-from tandem.methods.dualrag import build_reranker
+from tandem.compose import build_reranker
+from tandem.methods.settings import RerankSettings
 from tandem.rerank import BiEncoderReranker, CrossEncoderReranker, Reranker, ranked
 from tandem.testing.encoders import HashingEncoder
 from tandem.types import Hit
@@ -28,7 +29,7 @@ def test_bi_encoder_with_index_vectors_equals_encoding(tmp_path, small_docs):
     build_index(small_docs, tmp_path / "idx", kind="dense", encoder=enc)
     idx = open_index(tmp_path / "idx")
     idx.__dict__["encoder"] = enc
-    from_index = build_reranker("bi_encoder", idx.store, idx)
+    from_index = build_reranker(RerankSettings(reranker="bi_encoder"), idx.store, idx)
     assert isinstance(from_index, Reranker) and from_index.doc_vectors is not None
     np.testing.assert_allclose(from_index.doc_vectors, enc.encode([d.contents for d in small_docs]), atol=1e-6)
     encoding = BiEncoderReranker(enc, idx.store)
@@ -44,8 +45,8 @@ def test_build_reranker_none_and_ivf_encodes(tmp_path, small_docs):
     build_index(small_docs, tmp_path / "idx", kind="dense", encoder=enc, dense_params={"faiss": "hnsw"})
     idx = open_index(tmp_path / "idx")
     idx.__dict__["encoder"] = enc
-    assert build_reranker("none", idx.store, idx) is None
-    assert build_reranker("bi_encoder", idx.store, idx).doc_vectors is None  # not a flat index: encode on the fly
+    assert build_reranker(RerankSettings(reranker="none"), idx.store, idx) is None
+    assert build_reranker(RerankSettings(reranker="bi_encoder"), idx.store, idx).doc_vectors is None  # not a flat index: encode on the fly
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +78,7 @@ def test_cross_encoder_raw_logits_and_min_score(tiny_cross_encoder, small_docs):
                               activation_fn=__import__("torch").nn.Identity())
     np.testing.assert_allclose(scores, raw, rtol=1e-5, atol=1e-6)  # raw logits, no sigmoid
     cut = float(np.median(scores))  # DualRAG's default min_score is 0.0; the median makes the cut non-trivial
-    filtering = build_reranker("cross_encoder", store, None, tiny_cross_encoder, min_score=cut)
+    filtering = build_reranker(RerankSettings(reranker="cross_encoder", reranker_model=tiny_cross_encoder, min_score=cut), store, None)
     assert isinstance(filtering, CrossEncoderReranker) and filtering.min_score == cut
     filtered = filtering.rerank("Where was Marie Curie born?", pool, 10)
     assert [h.doc_id for h in filtered] == [h.doc_id for h in scored if h.score > cut] and 0 < len(filtered) < 5

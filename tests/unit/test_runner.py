@@ -17,7 +17,7 @@ from tandem.eval.runner import PREDICTIONS, load_done, run_qa
 from tandem.llm import OpenAILLM
 from tandem.methods import build_method
 from tandem.testing.fake_llm import FakeLLM
-from tandem.testing.fake_server import Fault, FakeOpenAIServer
+from tandem.testing.fake_server import FakeOpenAIServer, Fault
 from tandem.types import Question
 
 QUESTIONS = [Question(f"q{i}", f"What is item {i}?", (f"item{i}",)) for i in range(12)]

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 
 from tandem.cli import ask, data, evaluate, index, train
-from tandem.cli.common import console, out
+from tandem.cli.common import console, out, set_verbosity
 from tandem.cli.federate import federate_app
 from tandem.cli.llm import llm_app
 from tandem.cli.r2ag import register as register_r2ag
@@ -32,8 +32,10 @@ register_r2ag(train.train_app)
 register_serve(app)
 
 
-def _expand_multi_value_options(argv: list[str], options: tuple[str, ...] = ("--k",)) -> list[str]:
-    """Let ``--k 2 5 10`` mean ``--k 2 --k 5 --k 10`` (click options take one value each)."""
+def _expand_multi_value_options(argv: list[str], options: tuple[str, ...] = ("--k", "-k")) -> list[str]:
+    """Let ``eval retrieval --k 2 5 10`` mean ``--k 2 --k 5 --k 10`` (click options take one value each)."""
+    if argv[:2] != ["eval", "retrieval"]:
+        return argv
     result: list[str] = []
     multi: str | None = None
     for arg in argv:
@@ -58,8 +60,13 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                help="Print the version and exit.")] = False) -> None:
+                                                help="Print the version and exit.")] = False,
+          verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also show third-party libraries' logs, "
+                                                                         "warnings and progress bars.")] = False,
+          quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Only results and errors: no progress bars "
+                                                                     "or notes.")] = False) -> None:
     """tandem: retrieval-augmented multi-hop QA, retriever and LLM working together."""
+    set_verbosity(1 if verbose else -1 if quiet else 0)
 
 
 def main() -> None:
@@ -82,9 +89,11 @@ def main() -> None:
         if isinstance(code, int) and code:
             raise SystemExit(code)
     except TandemError as exc:
+        console.quiet = False
         console.print(f"[red]error:[/red] {escape(redact(str(exc)))}", highlight=False)
         raise SystemExit(exc.exit_code) from None
     except (KeyboardInterrupt, typer.Abort):
+        console.quiet = False
         console.print("[red]interrupted[/red]: finished work is saved; run the same command again to resume")
         sys.stdout.flush()
         sys.stderr.flush()
@@ -101,6 +110,7 @@ def main() -> None:
         import traceback
 
         sys.stderr.write(redact("".join(traceback.format_exception(exc))))
+        console.quiet = False
         console.print(f"[red]internal error:[/red] {escape(redact(f'{type(exc).__name__}: {exc}'))}", highlight=False)
         raise SystemExit(1) from None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -10,39 +11,51 @@ from rich.markup import escape
 from rich.table import Table
 
 from tandem.cli.common import (
+    CONFIG_HELP,
+    JSON_OPTION,
     LLM_OPT_HELP,
+    RETRIEVER_HELP,
+    build_from_config,
     console,
-    method_for,
     out,
-    parse_settings,
+    print_json,
+    run_config,
 )
 
 
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
-    method: Annotated[str, typer.Option(help="Method name.")] = "ircot",
+    config_file: Annotated[Optional[Path], typer.Option("--config", help=CONFIG_HELP)] = None,
+    method: Annotated[Optional[str], typer.Option(help="Method name (default: ircot).")] = None,
     index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index folder.")] = None,
-    llm: Annotated[str, typer.Option(help="LLM spec: local | hf:PATH | openai:MODEL@URL")] = "local",
-    settings: Annotated[list[str], typer.Option("--set", help="Method hyper-parameter key=value.")] = [],  # noqa: B006
+    retriever: Annotated[Optional[str], typer.Option(help=RETRIEVER_HELP)] = None,
+    llm: Annotated[Optional[str], typer.Option(help="LLM spec: local | hf:PATH | openai:MODEL@URL (default: local)")] = None,
+    settings: Annotated[list[str], typer.Option("--set", help="Method setting KEY=VALUE (tandem methods NAME).")] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer and trace as JSON.")] = False,
     r2former: Annotated[Optional[Path], typer.Option(help="R²-Former checkpoint for --method r2ag.")] = None,
     llm_opt: Annotated[list[str], typer.Option("--llm-opt", help=LLM_OPT_HELP)] = [],  # noqa: B006
+    expect: Annotated[Optional[str], typer.Option(help="The expected answer: printed beside the answer with whether the answer contains it (normalised).")] = None,
 ) -> None:
     """Answer one question and show the chain of evidence step by step."""
-    import json
-
-    from tandem.llm.options import parse_pairs, split_llm_options
+    from tandem.eval.qa_metrics import cover_match
     from tandem.render import render_trace
     from tandem.types import Question
 
-    backend_opts, generation = split_llm_options(llm, parse_pairs(llm_opt), method)
-    hyper = parse_settings(settings) | generation | ({"r2former": str(r2former)} if r2former else {})
-    runner_method, _, store = method_for(method, llm, index_dir, hyper, None, backend_opts=backend_opts)
+    if config_file is None and method is None:
+        method = "ircot"
+    cfg = run_config(config_file, llm=llm, llm_opt=llm_opt, set_items=settings, retriever=retriever,
+                     r2former=r2former, method=method, index=index_dir)
+    runner_method, _, store = build_from_config(cfg)
     answer = runner_method.answer(Question("ask", question))
+    match = bool(cover_match(answer.text, [expect])) if expect else None
     if as_json:
-        out.print_json(json.dumps(answer.to_dict(), ensure_ascii=False))
-    else:
-        out.print(render_trace(answer, store))
+        out.print_json(json.dumps({**answer.to_dict(), **({"expected": expect, "match": match} if expect else {})},
+                                  ensure_ascii=False))
+        return
+    out.print(render_trace(answer, store))
+    if expect:
+        verdict = "[green]right[/green]" if match else "[red]wrong[/red]"
+        out.print(f"expected: {escape(expect)} ({verdict})")
 
 
 def methods(
@@ -65,10 +78,10 @@ def methods(
         out.print_json(json.dumps({"method": name, "settings": settings}))
         return
     table = Table(title=f"{name}: settings (--set KEY=VALUE)")
-    for col in ("setting", "type", "default"):
-        table.add_column(col)
+    for col in ("setting", "type", "default", "meaning"):
+        table.add_column(col, overflow="fold")
     for key, info in settings.items():
-        table.add_row(key, escape(str(info["type"])), escape(json.dumps(info["default"])))
+        table.add_row(key, escape(str(info["type"])), escape(json.dumps(info["default"])), escape(info["doc"]))
     out.print(table)
 
 
@@ -76,12 +89,16 @@ def report(
     runs: Annotated[list[Path], typer.Argument(help="Run folders to compare.")],
     plot: Annotated[Optional[Path], typer.Option(help="PNG to write (default: report.png in the first run's parent).")] = None,
     metric: Annotated[list[str], typer.Option(help="Metrics to plot.")] = ["em", "f1", "acc"],  # noqa: B006
+    as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
     """One table (and a PNG bar chart) comparing runs."""
     from tandem.eval.report import load_runs, plot_runs, runs_table
 
     rows = load_runs(runs)
-    out.print(runs_table(rows))
+    if as_json:
+        print_json(rows)
+    else:
+        out.print(runs_table(rows))
     target = plot or runs[0].parent / "report.png"
     plot_runs(rows, metric, target)
     console.print(f"wrote {target}")

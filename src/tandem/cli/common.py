@@ -25,6 +25,27 @@ console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
 out = Console(width=None if sys.stdout.isatty() else 160)
 
 
+JSON_OPTION = typer.Option("--json", help="Print the result as JSON on stdout (notes stay on stderr).")
+
+
+def print_json(value: object) -> None:
+    """A result as JSON on stdout."""
+    import json
+
+    out.print_json(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def set_verbosity(level: int) -> None:
+    """-1 (``-q``): stderr's notes and progress bars off, results and errors only; 0: tandem's notes and bars,
+    third-party libraries quiet; 1 (``-v``): third-party logs, warnings and bars too."""
+    import logging
+
+    console.quiet = level < 0
+    logging.getLogger().setLevel(logging.INFO if level > 0 else logging.WARNING)
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(logging.DEBUG if level > 0 else logging.WARNING)
+
+
 def progress_bar() -> Progress:
     """The progress bar every long command shows (on stderr)."""
     return Progress(
@@ -99,19 +120,51 @@ LLM_OPT_HELP = ("LLM option KEY=VALUE, repeatable: json_mode, timeout, max_retri
                 "(per backend), temperature, max_tokens[.ROLE]. A wrong key lists the valid ones.")
 
 
-def method_for(method: str, llm_spec: str, index_dir: Path | None, settings: dict, cache: Path | None,
-                passages: list | None = None, backend_opts: dict | None = None):
-    """Build the LLM, open the index (if any) and put the method together (:func:`tandem.compose.build_runnable`)."""
-    from tandem.compose import build_runnable
+CONFIG_HELP = ("Run config, YAML or JSON (a run folder's config.json re-runs that run); options given on the "
+               "command line override it.")
+RETRIEVER_HELP = "Retriever over the index: bm25 | dense | hybrid (default: the index's kind)."
+
+
+def run_config(config_file: Path | None, *, llm: str | None = None, llm_opt: list[str] = (),  # type: ignore[assignment]
+               set_items: list[str] = (), retriever: str | None = None, fusion: str | None = None,  # type: ignore[assignment]
+               r2former: Path | None = None, **fields: object):
+    """The run's :class:`tandem.config.RunConfig`: the config file (if any), then every option the command
+    line gave (``None`` = not given) on top: ``--set`` and ``--llm-opt`` add to the file's settings and
+    LLM options, generation options (temperature, max_tokens) go to the method's settings."""
+    from tandem.config import RunConfig, read_config_file, upgrade_legacy
+    from tandem.llm.options import parse_pairs, split_llm_options
+
+    base = upgrade_legacy(read_config_file(config_file)) if config_file else {}
+    data = {**base, **{k: str(v) if isinstance(v, Path) else v for k, v in fields.items() if v is not None}}
+    llm_part = dict(base.get("llm") or {})
+    if llm is not None:
+        llm_part["spec"] = llm
+    spec = llm_part.get("spec", "local")
+    backend_opts, generation = split_llm_options(spec, parse_pairs(llm_opt), data.get("method"))
+    llm_part["options"] = {**llm_part.get("options", {}), **backend_opts}
+    data["llm"] = llm_part
+    data["settings"] = {**(base.get("settings") or {}), **parse_settings(list(set_items)), **generation,
+                        **({"r2former": str(r2former)} if r2former else {})}
+    data["retriever"] = {**(base.get("retriever") or {}), **({"kind": retriever} if retriever else {}),
+                         **({"fusion": fusion} if fusion else {})}
+    if not data.get("method"):
+        raise typer.BadParameter("give --method NAME (or method: in --config)")
+    where = str(config_file) if config_file else "command line"
+    return RunConfig.from_dict(data, where=where)
+
+
+def build_from_config(cfg, cache: Path | None = None, passages: list | None = None):
+    """Build the LLM, open the index (if any) and put the method together (:func:`tandem.compose.build_runnable`);
+    returns (method, llm, store)."""
+    from tandem.compose import NEEDS_INDEX, build_runnable
     from tandem.index import open_index
     from tandem.llm import load_llm
-    from tandem.methods import NEEDS_INDEX
 
-    if method in NEEDS_INDEX and index_dir is None:
-        raise typer.BadParameter(f"method {method!r} retrieves: give --index DIR")
-    llm = load_llm(llm_spec, **(backend_opts or {}), **({"cache": cache} if cache else {}))
-    index = open_index(index_dir) if index_dir is not None else None
-    runnable, store = build_runnable(method, llm, index, settings, passages)
+    if cfg.method in NEEDS_INDEX and cfg.index is None:
+        raise typer.BadParameter(f"method {cfg.method!r} retrieves: give --index DIR")
+    llm = load_llm(cfg.llm.spec, **cfg.llm.options, **({"cache": cache} if cache else {}))
+    index = open_index(cfg.index) if cfg.index is not None else None
+    runnable, store = build_runnable(cfg.method, llm, index, cfg.settings, passages, cfg.retriever)
     return runnable, llm, store
 
 

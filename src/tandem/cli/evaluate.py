@@ -8,14 +8,19 @@ from typing import Annotated, Optional
 import typer
 
 from tandem.cli.common import (
+    CONFIG_HELP,
+    JSON_OPTION,
     LLM_OPT_HELP,
+    RETRIEVER_HELP,
+    build_from_config,
     console,
     load_qa,
-    method_for,
-    parse_settings,
+    print_json,
     print_row,
     progress_bar,
+    run_config,
 )
+from tandem.config import RunConfig
 from tandem.errors import RunError
 from tandem.outdir import owned_output
 from tandem.secrets import redact
@@ -28,7 +33,7 @@ def eval_retrieval(
     dataset: Annotated[Path, typer.Option(help="QA dataset with gold passages.")],
     index_dir: Annotated[Path, typer.Option("--index", help="Index folder.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
-    k: Annotated[list[int], typer.Option("--k", help="Cut-offs, e.g. --k 2 5 10.")] = [2, 5, 10],  # noqa: B006
+    k: Annotated[list[int], typer.Option("--k", "-k", help="Cut-offs, e.g. --k 2 5 10.")] = [2, 5, 10],  # noqa: B006
     retriever: Annotated[Optional[str], typer.Option(help="bm25 | dense | hybrid (default: the index's kind).")] = None,
     fusion: Annotated[str, typer.Option(help="Hybrid fusion: rrf | weighted.")] = "rrf",
     limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
@@ -36,6 +41,7 @@ def eval_retrieval(
     any_corpus: Annotated[bool, typer.Option(help="Allow an index over another corpus (gold ids must be in it).")] = False,
     min_gold_share: Annotated[float, typer.Option(help="Fail when fewer than this share of the gold passage ids are in the index.")] = 0.5,
     skip_bad: Annotated[bool, typer.Option(help="Skip malformed records (counted) instead of stopping.")] = False,
+    as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
     """Recall@k, all-gold@k, MRR and nDCG@10 of a retriever on a dataset's questions."""
     from tandem.eval.retrieval import check_gold_coverage, evaluate_retrieval
@@ -63,39 +69,48 @@ def eval_retrieval(
         run.write_records("per_question.jsonl", records)
         row = {"retriever": kind, **{m: v for m, v in metrics.items() if isinstance(v, float)}}
         run.write_metrics(metrics, [row], f"Retrieval: {Path(dataset).name} / {kind}")
-    print_row(f"{Path(dataset).name} ({metrics['questions']} questions) / {kind}", row)
+    if as_json:
+        print_json(metrics)
+    else:
+        print_row(f"{Path(dataset).name} ({metrics['questions']} questions) / {kind}", row)
     console.print(f"wrote {out_dir}")
 
 
 @eval_app.command("qa")
 def eval_qa(
-    method: Annotated[str, typer.Option(help="Method name (tandem methods).")],
-    dataset: Annotated[Path, typer.Option(help="QA dataset.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Run folder (resumed if it exists).")],
+    config_file: Annotated[Optional[Path], typer.Option("--config", help=CONFIG_HELP)] = None,
+    method: Annotated[Optional[str], typer.Option(help="Method name (tandem methods).")] = None,
+    dataset: Annotated[Optional[Path], typer.Option(help="QA dataset.")] = None,
     index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index folder over the dataset's pool.")] = None,
-    llm: Annotated[str, typer.Option(help="LLM spec: local | hf:PATH | openai:MODEL@URL")] = "local",
+    retriever: Annotated[Optional[str], typer.Option(help=RETRIEVER_HELP)] = None,
+    fusion: Annotated[Optional[str], typer.Option(help="Hybrid fusion: rrf | weighted.")] = None,
+    llm: Annotated[Optional[str], typer.Option(help="LLM spec: local | hf:PATH | openai:MODEL@URL (default: local)")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
-    concurrency: Annotated[int, typer.Option(help="Questions in flight.")] = 1,
-    settings: Annotated[list[str], typer.Option("--set", help="Method hyper-parameter key=value.")] = [],  # noqa: B006
+    concurrency: Annotated[Optional[int], typer.Option(help="Questions in flight (default 1).")] = None,
+    settings: Annotated[list[str], typer.Option("--set", help="Method setting KEY=VALUE (tandem methods NAME).")] = [],  # noqa: B006
     judge: Annotated[Optional[str], typer.Option(help="LLM spec of the yes/no judge (adds the 'judge' metric).")] = None,
-    reanswer: Annotated[bool, typer.Option(help="Score max(raw, re-answered) as DualRAG's evaluation does.")] = False,
-    cache: Annotated[bool, typer.Option(help="SQLite response cache in the run folder.")] = True,
+    reanswer: Annotated[Optional[bool], typer.Option("--reanswer/--no-reanswer", help="Score max(raw, re-answered) as DualRAG's evaluation does.")] = None,
+    cache: Annotated[Optional[bool], typer.Option("--cache/--no-cache", help="SQLite response cache in the run folder (default on).")] = None,
     retry_errors: Annotated[bool, typer.Option(help="On resume, run failed questions again.")] = False,
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the dataset format.")] = None,
     r2former: Annotated[Optional[Path], typer.Option(help="R²-Former checkpoint for --method r2ag (= --set r2former=PATH).")] = None,
     llm_opt: Annotated[list[str], typer.Option("--llm-opt", help=LLM_OPT_HELP)] = [],  # noqa: B006
     skip_bad: Annotated[bool, typer.Option(help="Skip malformed records (counted) instead of stopping.")] = False,
     max_failures: Annotated[int, typer.Option(help="Stop after this many questions in a row cannot reach the LLM server (0 = never).")] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON on stdout.")] = False,
 ) -> None:
     """Run a QA method over a dataset: predictions with traces, EM / F1 / cover-acc / judge, cost per question."""
+    cfg = run_config(config_file, llm=llm, llm_opt=llm_opt, set_items=settings, retriever=retriever, fusion=fusion,
+                     r2former=r2former, method=method, dataset=dataset, index=index_dir, limit=limit,
+                     concurrency=concurrency, judge=judge, reanswer=reanswer, cache=cache, format=fmt)
+    if cfg.dataset is None:
+        raise typer.BadParameter("give --dataset FILE (or dataset: in --config)")
     with owned_output(out_dir, "qa-run", replacing=False):  # before any work, and before the cache file is created
-        _eval_qa(method, dataset, out_dir, index_dir, llm, limit, concurrency, settings, judge, reanswer, cache,
-                 retry_errors, fmt, r2former, llm_opt, skip_bad, max_failures)
+        _eval_qa(cfg, out_dir, retry_errors, skip_bad, max_failures, as_json)
 
 
-def _eval_qa(method: str, dataset: Path, out_dir: Path, index_dir: Path | None, llm: str, limit: int | None,
-             concurrency: int, settings: list[str], judge: str | None, reanswer: bool, cache: bool, retry_errors: bool,
-             fmt: str | None, r2former: Path | None, llm_opt: list[str], skip_bad: bool, max_failures: int) -> None:
+def _eval_qa(cfg: RunConfig, out_dir: Path, retry_errors: bool, skip_bad: bool, max_failures: int, as_json: bool) -> None:
     from tandem.eval.rundir import RunDir
     from tandem.eval.runner import (
         ERRORS_LOG,
@@ -105,31 +120,32 @@ def _eval_qa(method: str, dataset: Path, out_dir: Path, index_dir: Path | None, 
         run_qa,
     )
     from tandem.llm import load_llm
-    from tandem.llm.options import parse_pairs, split_llm_options
 
-    backend_opts, generation = split_llm_options(llm, parse_pairs(llm_opt), method)
-    ds = load_qa(dataset, fmt, skip_bad)
-    questions = ds.questions[:limit] if limit else ds.questions
-    hyper = parse_settings(settings) | generation | ({"r2former": str(r2former)} if r2former else {})
-    cache_path = out_dir / "llm-cache.sqlite" if cache else None
+    assert cfg.dataset is not None
+    ds = load_qa(Path(cfg.dataset), cfg.format, skip_bad)
+    questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
+    cache_path = out_dir / "llm-cache.sqlite" if cfg.cache else None
     RunDir(out_dir, "qa-run")
-    runner_method, main_llm, _ = method_for(method, llm, index_dir, hyper, cache_path, ds.passages, backend_opts)
-    judge_llm = (main_llm if judge == llm else load_llm(judge, **({"cache": cache_path} if cache_path else {}))) if judge else None
-    config = {"task": "qa", "method": method, "dataset": str(dataset), "format": ds.format,
-              "index": str(index_dir) if index_dir else None, "llm": redact(llm), "llm_opts": backend_opts, "hyper": hyper,
-              "judge": redact(judge) if judge else None, "reanswer": reanswer, "limit": limit, "concurrency": concurrency}
+    runner_method, main_llm, _ = build_from_config(cfg, cache_path, ds.passages)
+    judge = cfg.judge
+    judge_llm = (main_llm if judge == cfg.llm.spec else load_llm(judge, **({"cache": cache_path} if cache_path else {}))) if judge else None
+    config = cfg.to_dict() | {"format": ds.format, "llm": {**cfg.llm.to_dict(), "spec": redact(cfg.llm.spec)},
+                              "judge": redact(judge) if judge else None}
     with progress_bar() as bar:
-        task = bar.add_task(method, total=len(questions))
+        task = bar.add_task(cfg.method, total=len(questions))
 
         def on_record(record: dict, running: dict) -> None:
             em, f1 = running.get("em", 0.0), running.get("f1", 0.0)
-            bar.update(task, advance=1, description=f"{method} EM {em:.3f} F1 {f1:.3f} err {running['errors']}")
+            bar.update(task, advance=1, description=f"{cfg.method} EM {em:.3f} F1 {f1:.3f} err {running['errors']}")
 
         bar.update(task, completed=len(set(load_done(out_dir / PREDICTIONS)) & {q.id for q in questions}))
-        metrics = run_qa(runner_method, questions, out_dir, config, concurrency=concurrency, judge_llm=judge_llm,
-                         reanswer_llm=main_llm if reanswer else None, retry_errors=retry_errors,
+        metrics = run_qa(runner_method, questions, out_dir, config, concurrency=cfg.concurrency, judge_llm=judge_llm,
+                         reanswer_llm=main_llm if cfg.reanswer else None, retry_errors=retry_errors,
                          max_consecutive_failures=max_failures, on_record=on_record)
-    print_row(f"{method} on {dataset.name}", metrics_row(metrics))
+    if as_json:
+        print_json(metrics)
+    else:
+        print_row(f"{cfg.method} on {Path(cfg.dataset).name}", metrics_row(metrics))
     console.print(f"wrote {out_dir}")
     if metrics["errors"]:
         where = f"errors in {out_dir / PREDICTIONS}, tracebacks in {out_dir / ERRORS_LOG}"
@@ -139,5 +155,3 @@ def _eval_qa(method: str, dataset: Path, out_dir: Path, index_dir: Path | None, 
         if not metrics["answered"]:
             raise RunError(f"every question failed ({metrics['errors']} of {metrics['questions']}); {where}")
         console.print(f"[yellow]{metrics['errors']} of {metrics['questions']} questions failed; {where}")
-
-

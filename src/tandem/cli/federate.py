@@ -126,7 +126,7 @@ def simulate(
     eval_limit: Annotated[int, Opt(help="Test questions per client (0 = all).")] = 20,
     eval_rounds: Annotated[str, Opt(help="Extra rounds to evaluate, comma-separated (the last always is).")] = "",
     split: Annotated[str, Opt(help="test | dev")] = "test",
-    top_k: Annotated[int, Opt(help="Passages retrieved per question.")] = 3,
+    top_k: Annotated[int, Opt("--k", "-k", help="Passages retrieved per question.")] = 3,
     passage_tokens: Annotated[int, Opt(help="Reader tokens kept per passage.")] = 48,
     answer_tokens: Annotated[int, Opt(help="Max answer tokens (training target and generation).")] = 10,
     batch_size: Annotated[int, Opt(help="Examples per optimiser step.")] = 2,

@@ -10,9 +10,11 @@ import typer
 from rich.table import Table
 
 from tandem.cli.common import (
+    JSON_OPTION,
     console,
     load_docs,
     out,
+    print_json,
 )
 from tandem.outdir import owned_output
 
@@ -30,6 +32,7 @@ def index(
     batch_size: Annotated[int, typer.Option(help="Encoding batch size.")] = 64,
     max_tokens: Annotated[int, typer.Option(help="Chunk size in words: longer documents (text files, corpus records) are split.")] = 200,
     overlap: Annotated[int, typer.Option(help="Words shared by consecutive chunks.")] = 40,
+    as_json: Annotated[bool, JSON_OPTION] = False,
     extras: Annotated[list[str], typer.Option("--extras", help="Per-document arrays to store: rala (CoopRAG's layer features).")] = [],  # noqa: B006
 ) -> None:
     """Build a BM25, dense or hybrid index folder."""
@@ -47,15 +50,18 @@ def index(
         manifest = build_index(docs, out_dir, kind=kind, encoder=enc, dense_params={"faiss": faiss_kind},
                                batch_size=batch_size, show_progress=True,
                                extras=[EXTRAS[name](show_progress=True) for name in extras])
+    if as_json:
+        print_json({"index": str(out_dir), "seconds": round(time.perf_counter() - start, 3), **manifest.__dict__})
     console.print(f"[green]indexed {manifest.doc_count} passages ({kind}) into {out_dir} in {time.perf_counter() - start:.1f}s")
 
 
 def retrieve(
     query: Annotated[str, typer.Argument(help="The query.")],
     index_dir: Annotated[Path, typer.Option("--index", help="Index folder.")],
-    k: Annotated[int, typer.Option("-k", help="How many hits.")] = 10,
+    k: Annotated[int, typer.Option("--k", "-k", help="How many hits.")] = 10,
     retriever: Annotated[Optional[str], typer.Option(help="bm25 | dense | hybrid (default: the index's kind).")] = None,
     fusion: Annotated[str, typer.Option(help="Hybrid fusion: rrf | weighted.")] = "rrf",
+    as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
     """Print the top-k passages for a query."""
     from tandem.index import open_index
@@ -64,6 +70,11 @@ def retrieve(
     idx = open_index(index_dir)
     options = {"fusion": fusion} if (retriever or idx.kind) == "hybrid" else {}
     hits = open_retriever(idx, retriever, **options).search(query, k)
+    if as_json:
+        print_json({"query": query, "hits": [{"rank": h.rank, "score": h.score, "id": h.doc_id,
+                                              "title": idx.store.get(h.doc_id).title, "text": idx.store.get(h.doc_id).text}
+                                             for h in hits]})
+        return
     table = Table(title=f"{query}", show_lines=False)
     for col in ("rank", "score", "title", "text"):
         table.add_column(col, overflow="fold")

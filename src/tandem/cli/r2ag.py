@@ -20,7 +20,7 @@ def train_r2ag_command(
     index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index over the pool: tops lists up to k with retrieved distractors.")] = None,
     llm: Annotated[str, typer.Option(help="In-process LLM spec: local | hf:PATH (it stays frozen unless --lora-r).")] = "local",
     encoder: Annotated[str, typer.Option(help="Retriever encoder for the features (embedded name or path).")] = "minilm",
-    k: Annotated[int, typer.Option("-k", help="Documents per list.")] = 10,
+    k: Annotated[int, typer.Option("--k", "-k", help="Documents per list.")] = 10,
     epochs: Annotated[int, typer.Option()] = 2,
     lr: Annotated[float, typer.Option()] = 2e-4,
     grad_accum: Annotated[int, typer.Option(help="Examples per optimizer step.")] = 4,

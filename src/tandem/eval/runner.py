@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tandem.config import normalise_run_config
 from tandem.errors import ConfigError, DataError, LLMError, RunError
 from tandem.eval.judge import score_prediction
 from tandem.eval.qa_metrics import gold_doc_recall
@@ -34,7 +35,7 @@ from tandem.types import Question, Step, merge_protocol, protocol_counts
 PREDICTIONS = "predictions.jsonl"
 ERRORS_LOG = "errors.log"
 # settings that must match for a run folder to be resumed
-RESUME_KEYS = ("method", "dataset", "index", "llm", "llm_opts", "hyper", "judge", "reanswer")
+RESUME_KEYS = ("method", "dataset", "index", "retriever", "llm", "settings", "judge", "reanswer")
 
 
 def load_done(path: Path) -> dict[str, dict[str, Any]]:
@@ -155,8 +156,8 @@ def run_qa(
     """Run ``method`` over ``questions`` into ``out_dir``, resuming what is already there (see module doc)."""
     run = RunDir(out_dir, "qa-run")
     if (run.folder / CONFIG_FILE).exists():
-        old = run.read_config()
-        changed = [k for k in RESUME_KEYS if (old.get(k) or None) != (config.get(k) or None)]
+        old, new = normalise_run_config(run.read_config()), normalise_run_config(config)
+        changed = [k for k in RESUME_KEYS if (old.get(k) or None) != (new.get(k) or None)]
         if changed:
             raise ConfigError(f"{out_dir} holds a run with other settings ({', '.join(changed)}): use another --out")
     run.write_config(config)

@@ -18,13 +18,13 @@ unless the encoder was trained with them as tokens (``masks="keep"``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
-from tandem.errors import ConfigError
 from tandem.llm.types import LLM, Message
 from tandem.methods import cooprag_prompts as P
 from tandem.methods.base import Search, call_llm, call_structured, role_budgets
+from tandem.methods.settings import CoopRAGSettings
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Hit, Question, Step, Trace
 
@@ -50,23 +50,16 @@ class CoopRAG:
 
     name = "cooprag"
 
-    def __init__(self, llm: LLM, search: Search, reranker: Reranker | None = None, *, n: int = 100, k: int = 5,
-                 query: str = "q+s+r", masks: str = "drop", one_call: bool = False, unroll_attempts: int = 3,
-                 complete_attempts: int = 3, temperature: float = 0.0, retry_temperature: float = 0.7,
-                 max_tokens: Mapping[str, int] | None = None, send_schema: bool = True) -> None:
-        if query not in QUERY_PARTS:
-            raise ConfigError(f"unknown CoopRAG query {query!r}; choose one of {sorted(QUERY_PARTS)}")
-        if masks not in MASK_MODES:
-            raise ConfigError(f"unknown CoopRAG masks {masks!r}; choose one of {sorted(MASK_MODES)}")
-        if unroll_attempts < 1 or complete_attempts < 1 or not 0 < k <= n:
-            raise ConfigError("CoopRAG needs attempts >= 1 and 0 < k <= n")
-        self.llm, self.search, self.reranker, self.n, self.k = llm, search, reranker, n, k
-        self.query, self.masks, self.one_call = query, masks, one_call
-        self.attempts = {"unroll": unroll_attempts, "complete": complete_attempts, "one_call": complete_attempts}
-        self.temperature, self.retry_temperature = temperature, retry_temperature
+    def __init__(self, llm: LLM, search: Search, reranker: Reranker | None = None,
+                 settings: CoopRAGSettings | None = None) -> None:
+        s = settings or CoopRAGSettings()
+        self.llm, self.search, self.reranker, self.n, self.k = llm, search, reranker, s.n, s.k
+        self.query, self.masks, self.one_call = s.query, s.masks, s.one_call
+        self.attempts = {"unroll": s.unroll_attempts, "complete": s.complete_attempts, "one_call": s.complete_attempts}
+        self.temperature, self.retry_temperature = s.temperature, s.retry_temperature
         self.roles, self.max_tokens = role_budgets({r.name: r for r in (P.UNROLL, P.COMPLETE, P.ONE_CALL)},
-                                                   {"answer": 32}, max_tokens or {}, "CoopRAG")
-        self.send_schema = send_schema
+                                                   {"answer": 32}, s.max_tokens, "CoopRAG")
+        self.send_schema = s.send_schema
 
     def _ask(self, step: Step, role: str, messages: list[Message], parse: Callable[[str], T],
              fallback: str) -> T | None:
@@ -131,42 +124,3 @@ class CoopRAG:
         unrolled = self.unroll(question.text, trace.add(Step("unroll")))
         _, docs = self.retrieve(render_query(question.text, unrolled, self.query, self.masks), trace)
         return Answer(question.id, self.complete_and_answer(question.text, unrolled, docs, trace), trace, self.name)
-
-
-RERANKERS = ("rala", "none")
-FIRST_STAGES = ("dense", "index")
-
-
-def from_settings(llm: LLM, search: Search, *, reranker: str = "rala", first_stage: str = "dense",
-                  encoder: str | None = None, layers: Sequence[int] | None = None, cls: str | None = None,
-                  omega: bool = True, variant: str = "eq4", fuse: str | None = None, **hyper: Any) -> CoopRAG:
-    """CoopRAG over the index behind ``search``: RaLa from its stored features (``--extras rala``) or
-    computed at query time; the first stage is the index's dense part (sharing RaLa's forward pass)
-    unless ``first_stage="index"`` (the index's own retriever, e.g. hybrid)."""
-    from tandem.rerank.rala import (
-        DEFAULT_CLS,
-        DEFAULT_FUSE,
-        DEFAULT_LAYERS,
-        SharedDenseRetriever,
-        open_rala,
-    )
-    from tandem.retrieve.dense import DenseRetriever
-
-    if reranker not in RERANKERS or first_stage not in FIRST_STAGES:
-        raise ConfigError(f"CoopRAG reranker must be one of {sorted(RERANKERS)} and first_stage one of {sorted(FIRST_STAGES)}")
-    retriever = search.retriever
-    found = [getattr(r, "index", None) for r in [retriever, *getattr(retriever, "retrievers", [])]]
-    index = next((i for i in found if i is not None and i.has("dense")), None)
-    rala = None
-    if reranker == "rala":
-        owner = index or next((i for i in found if i is not None), None)
-        if owner is None:
-            raise ConfigError("RaLa needs the index behind the retriever (open it with open_retriever)")
-        rala = open_rala(owner, encoder=encoder, layers=tuple(layers or DEFAULT_LAYERS), cls=cls or DEFAULT_CLS,
-                         omega=omega, variant=variant, fuse=fuse or DEFAULT_FUSE)
-    if first_stage == "dense":
-        if index is None:
-            raise ConfigError("CoopRAG's first stage is dense: give a dense or hybrid index, or set first_stage=index")
-        share = rala is not None and SharedDenseRetriever.compatible(index, rala.encoder)
-        retriever = SharedDenseRetriever(index, rala) if share and rala is not None else DenseRetriever(index)
-    return CoopRAG(llm, Search(retriever, search.store), rala, **hyper)

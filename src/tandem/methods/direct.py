@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tandem.llm.types import LLM
 from tandem.methods.base import brief_answer_messages, call_llm, clean_answer
+from tandem.methods.settings import DirectSettings
 from tandem.types import Answer, Question, Step, Trace
 
 
@@ -12,8 +13,9 @@ class Direct:
 
     name = "direct"
 
-    def __init__(self, llm: LLM, *, temperature: float = 0.0, max_tokens: int = 32) -> None:
-        self.llm, self.temperature, self.max_tokens = llm, temperature, max_tokens
+    def __init__(self, llm: LLM, settings: DirectSettings | None = None) -> None:
+        s = settings or DirectSettings()
+        self.llm, self.temperature, self.max_tokens = llm, s.temperature, s.max_tokens
 
     def answer(self, question: Question) -> Answer:
         trace = Trace()

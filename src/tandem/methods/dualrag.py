@@ -35,8 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tandem.errors import ConfigError
-from tandem.index.build import Index
-from tandem.index.store import DocStore
 from tandem.llm.types import LLM, Message
 from tandem.methods import dualrag_prompts as P
 from tandem.methods.base import (
@@ -48,6 +46,7 @@ from tandem.methods.base import (
     role_budgets,
 )
 from tandem.methods.ircot import extract_answer, first_sentence
+from tandem.methods.settings import DualRAGSettings
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Hit, Question, Step, Trace
 
@@ -123,24 +122,18 @@ class DualRAG:
 
     name = "dualrag"
 
-    def __init__(self, llm: LLM, search: Search, *, reranker: Reranker | None = None,
-                 role_llms: Mapping[str, LLM] | None = None, max_iter: int = 5, topk: int = 50,
-                 rerank_topk: int = 10, use_reasoner: bool = True, use_entity_identifier: bool = True,
-                 use_outline: bool = True, answer_style: str = "short", max_entities: int | None = None,
-                 temperature: float = 0.0, send_schema: bool = True, max_tokens: Mapping[str, int] | None = None) -> None:
+    def __init__(self, llm: LLM, search: Search, settings: DualRAGSettings | None = None, *,
+                 reranker: Reranker | None = None, role_llms: Mapping[str, LLM] | None = None) -> None:
+        s = settings or DualRAGSettings()
         _check_roles(role_llms or {})
-        if answer_style not in P.ANSWER_STYLES:
-            raise ConfigError(f"unknown answer_style {answer_style!r}; choose one of {sorted(P.ANSWER_STYLES)}")
-        if max_iter < 1 or topk < 1 or rerank_topk < 1:
-            raise ConfigError("max_iter, topk and rerank_topk must be >= 1")
         self.llms = {role: (role_llms or {}).get(role, llm) for role in P.ROLES}
         self.llms[P.THOUGHT_ROLE] = self.llms["reasoner"]
         self.search, self.reranker = search, reranker
-        self.max_iter, self.topk, self.rerank_topk = max_iter, topk, rerank_topk
-        self.use_reasoner, self.use_entity_identifier, self.use_outline = use_reasoner, use_entity_identifier, use_outline
-        self.answer_style, self.max_entities, self.temperature = answer_style, max_entities, temperature
-        self.send_schema = send_schema
-        self.roles, self.max_tokens = role_budgets(P.STRUCTURED_ROLES, MAX_TOKENS, max_tokens or {}, "DualRAG")
+        self.max_iter, self.topk, self.rerank_topk = s.max_iter, s.topk, s.rerank_topk
+        self.use_reasoner, self.use_entity_identifier, self.use_outline = s.use_reasoner, s.use_entity_identifier, s.use_outline
+        self.answer_style, self.max_entities, self.temperature = s.answer_style, s.max_entities, s.temperature
+        self.send_schema = s.send_schema
+        self.roles, self.max_tokens = role_budgets(P.STRUCTURED_ROLES, MAX_TOKENS, s.max_tokens, "DualRAG")
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -234,61 +227,3 @@ class DualRAG:
         """One structured exchange of ``role`` (one repair round); (value or None, the first raw reply)."""
         return call_structured(self.llms[role.name], step, self.roles[role.name], messages, parse, temperature=self.temperature,
                                stop=P.JSON_STOP, send_schema=self.send_schema, fallback=fallback)
-
-
-# -- wiring from settings (the METHODS registry and the CLI's --set) ------------------------------
-
-RERANKERS = ("bi_encoder", "cross_encoder", "none")
-KEYWORD_RETRIEVERS = ("dense", "index")
-
-
-def _index_of(retriever: Any) -> Index | None:
-    """The index behind a retriever (a hybrid's dense part preferred), or None."""
-    parts = [retriever, *getattr(retriever, "retrievers", [])]
-    found: list[Index] = [r.index for r in parts if getattr(r, "index", None) is not None]
-    return next((i for i in found if i.has("dense")), found[0] if found else None)
-
-
-def build_reranker(kind: str, store: DocStore, index: Index | None = None, model: str | None = None,
-                   min_score: float | None = 0.0) -> Reranker | None:
-    """``none`` -> None; ``cross_encoder`` -> CrossEncoderReranker(model, min_score) (raw logits);
-    ``bi_encoder`` -> cosine with the index's encoder (document vectors read back from a flat FAISS
-    index, else encoded on the fly); on an index without an encoder, ``model`` or the embedded MiniLM."""
-    from tandem.index.encoder import load_encoder
-    from tandem.models import DEFAULT_ENCODER
-    from tandem.rerank import BiEncoderReranker, CrossEncoderReranker
-
-    if kind not in RERANKERS:
-        raise ConfigError(f"unknown reranker {kind!r}; choose one of {sorted(RERANKERS)}")
-    if kind == "none":
-        return None
-    if kind == "cross_encoder":
-        if not model:
-            raise ConfigError("reranker=cross_encoder needs reranker_model=PATH_OR_HUB_NAME (e.g. BAAI/bge-reranker-v2-m3)")
-        return CrossEncoderReranker(model, store, min_score=min_score)
-    if index is None or index.manifest.encoder is None or model is not None:
-        return BiEncoderReranker(load_encoder(model or DEFAULT_ENCODER), store)
-    vectors = None
-    if index.has("dense") and index.manifest.params.get("dense", {}).get("faiss") == "flat":
-        vectors = index.faiss.reconstruct_n(0, index.faiss.ntotal)
-    return BiEncoderReranker(index.encoder, store, vectors)
-
-
-def from_settings(llm: LLM, search: Search, *, reranker: str = "bi_encoder", reranker_model: str | None = None,
-                  min_score: float | None = 0.0, role_llms: Mapping[str, str | LLM] | None = None,
-                  keyword_retriever: str = "dense", **hyper: Any) -> DualRAG:
-    """DualRAG from plain settings: keyword search is dense when the index has vectors (else the
-    index's own retriever, e.g. BM25), the reranker is built by name, role LLMs are loaded from specs."""
-    from tandem.llm.registry import load_llm
-    from tandem.retrieve.dense import DenseRetriever
-
-    if keyword_retriever not in KEYWORD_RETRIEVERS:
-        raise ConfigError(f"unknown keyword_retriever {keyword_retriever!r}; choose one of {sorted(KEYWORD_RETRIEVERS)}")
-    _check_roles(role_llms or {})
-    index = _index_of(search.retriever)
-    if keyword_retriever == "dense" and index is not None and index.has("dense") and search.retriever.name != "dense":
-        search = Search(DenseRetriever(index), search.store)
-    roles = {role: spec if not isinstance(spec, str) else llm if spec == llm.spec else load_llm(spec)
-             for role, spec in (role_llms or {}).items()}
-    return DualRAG(llm, search, reranker=build_reranker(reranker, search.store, index, reranker_model, min_score),
-                   role_llms=roles, **hyper)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 
-from tandem.errors import ConfigError
 from tandem.llm.types import LLM, Message
 from tandem.methods.base import (
     Search,
@@ -22,10 +21,10 @@ from tandem.methods.base import (
     clean_answer,
     format_docs,
 )
+from tandem.methods.settings import IRCoTSettings
 from tandem.types import Answer, Document, Question, Step, Trace
 
 ANSWER_MARKER = "So the answer is:"
-POLICIES = ("replace", "accumulate")
 
 INSTRUCTION = (
     "Answer the question by reasoning one step at a time over the documents. Each reply adds exactly "
@@ -72,12 +71,10 @@ class IRCoT:
 
     name = "ircot"
 
-    def __init__(self, llm: LLM, search: Search, *, k: int = 5, max_steps: int = 5, policy: str = "replace",
-                 temperature: float = 0.0, max_tokens: int = 64) -> None:
-        if policy not in POLICIES:
-            raise ConfigError(f"unknown IRCoT document policy {policy!r}; choose one of {sorted(POLICIES)}")
-        self.llm, self.search, self.k, self.max_steps, self.policy = llm, search, k, max_steps, policy
-        self.temperature, self.max_tokens = temperature, max_tokens
+    def __init__(self, llm: LLM, search: Search, settings: IRCoTSettings | None = None) -> None:
+        s = settings or IRCoTSettings()
+        self.llm, self.search, self.k, self.max_steps, self.policy = llm, search, s.k, s.max_steps, s.policy
+        self.temperature, self.max_tokens = s.temperature, s.max_tokens
 
     def _messages(self, question: str, docs: list[Document], thoughts: list[str]) -> list[Message]:
         user = (f"Example:\n{DEMO}\n\nNow the real task.\nDocuments:\n{format_docs(docs)}\nQuestion: {question}\n"

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from tandem.llm.types import LLM
 from tandem.methods.base import Search, brief_answer_messages, call_llm, clean_answer
+from tandem.methods.settings import NaiveRAGSettings
+from tandem.rerank.base import Reranker
 from tandem.types import Answer, Question, Step, Trace
 
 
@@ -14,17 +16,18 @@ class NaiveRAG:
 
     name = "naive_rag"
 
-    def __init__(self, llm: LLM, search: Search, *, k: int = 5, candidates: int = 50, reranker: object | None = None,
-                 temperature: float = 0.0, max_tokens: int = 32) -> None:
-        self.llm, self.search, self.k, self.candidates = llm, search, k, candidates
-        self.reranker, self.temperature, self.max_tokens = reranker, temperature, max_tokens
+    def __init__(self, llm: LLM, search: Search, settings: NaiveRAGSettings | None = None, *,
+                 reranker: Reranker | None = None) -> None:
+        s = settings or NaiveRAGSettings()
+        self.llm, self.search, self.k, self.candidates = llm, search, s.k, s.candidates
+        self.reranker, self.temperature, self.max_tokens = reranker, s.temperature, s.max_tokens
 
     def answer(self, question: Question) -> Answer:
         trace = Trace()
         step = trace.add(Step("retrieve", queries=[question.text]))
         hits, docs = self.search(question.text, self.candidates if self.reranker else self.k)
         if self.reranker is not None:
-            hits = self.reranker.rerank(question.text, hits, self.k)  # type: ignore[attr-defined]
+            hits = self.reranker.rerank(question.text, hits, self.k)
             docs = [self.search.store.get(h.doc_id) for h in hits]
         step.hits = hits
         trace.read([d.id for d in docs])

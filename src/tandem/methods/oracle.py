@@ -6,13 +6,12 @@
 
 from __future__ import annotations
 
-from tandem.errors import ConfigError, DataError
+from tandem.errors import DataError
 from tandem.index.store import DocStore
 from tandem.llm.types import LLM
 from tandem.methods.base import brief_answer_messages, call_llm, clean_answer
+from tandem.methods.settings import OracleSettings
 from tandem.types import Answer, Document, Question, Step, Trace
-
-MODES = ("sentence", "paragraph")
 
 
 class Oracle:
@@ -20,12 +19,10 @@ class Oracle:
 
     name = "oracle"
 
-    def __init__(self, llm: LLM, store: DocStore, *, mode: str = "sentence", temperature: float = 0.0,
-                 max_tokens: int = 32) -> None:
-        if mode not in MODES:
-            raise ConfigError(f"unknown oracle mode {mode!r}; choose one of {sorted(MODES)}")
-        self.llm, self.store, self.mode = llm, store, mode
-        self.temperature, self.max_tokens = temperature, max_tokens
+    def __init__(self, llm: LLM, store: DocStore, settings: OracleSettings | None = None) -> None:
+        s = settings or OracleSettings()
+        self.llm, self.store, self.mode = llm, store, s.mode
+        self.temperature, self.max_tokens = s.temperature, s.max_tokens
 
     def evidence(self, question: Question) -> list[Document]:
         """The gold paragraphs, or one pseudo-document holding the gold sentences."""

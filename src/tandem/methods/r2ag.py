@@ -24,21 +24,18 @@ import numpy as np
 import torch
 
 from tandem.errors import ConfigError
-from tandem.index.encoder import Encoder, load_encoder
+from tandem.index.encoder import Encoder
 from tandem.index.store import DocStore
 from tandem.llm.types import LLM
 from tandem.methods.base import Search
 from tandem.methods.r2ag_prompts import build_prompt, choose_placeholder, parse_answer
+from tandem.methods.settings import R2AGSettings
 from tandem.train.r2former import (
-    LORA_DIR,
     R2Former,
     list_features,
-    load_r2former,
     sort_by_relevance,
 )
 from tandem.types import Answer, Document, Hit, LLMCall, Question, Step, Trace
-
-DOC_SOURCES = ("retrieve", "context")
 
 
 def rank_and_featurize(encoder: Encoder, question: str, docs: Sequence[Document], *, drop: Sequence[str] = (),
@@ -86,15 +83,12 @@ class R2AG:
 
     name = "r2ag"
 
-    def __init__(self, llm: Any, r2former: R2Former, encoder: Encoder, *, search: Search | None = None,
-                 store: DocStore | None = None, k: int = 10, docs: str = "retrieve", max_tokens: int = 32,
-                 inject: bool = True, placeholder: str | None = None, template: str | None = None,
-                 doc_words: int | None = None) -> None:
-        if docs not in DOC_SOURCES:
-            raise ConfigError(f"docs must be one of {list(DOC_SOURCES)}, got {docs!r}")
-        if docs == "retrieve" and search is None:
+    def __init__(self, llm: Any, r2former: R2Former, encoder: Encoder, settings: R2AGSettings | None = None, *,
+                 search: Search | None = None, store: DocStore | None = None) -> None:
+        s = settings or R2AGSettings()
+        if s.docs == "retrieve" and search is None:
             raise ConfigError("r2ag with docs=retrieve needs an index (--index DIR)")
-        if docs == "context" and store is None:
+        if s.docs == "context" and store is None:
             raise ConfigError("r2ag with docs=context needs the dataset's passages")
         hidden = int(llm.input_embeddings().weight.shape[1])
         if hidden != r2former.config.llm_hidden:
@@ -102,10 +96,10 @@ class R2AG:
                               f"embeddings have {hidden}: train it for this LLM")
         cfg = r2former.config
         self.llm, self.model, self.encoder, self.search, self.store = llm, r2former.eval(), encoder, search, store
-        self.k, self.docs, self.max_tokens, self.inject = k, docs, max_tokens, inject
-        self.template = template or cfg.template
-        self.doc_words = doc_words if doc_words is not None else cfg.doc_words
-        self.placeholder = choose_placeholder(llm.tokenizer, llm.eos_token_ids, placeholder or cfg.placeholder or None)
+        self.k, self.docs, self.max_tokens, self.inject = s.k, s.docs, s.max_tokens, s.inject
+        self.template = s.template or cfg.template
+        self.doc_words = s.doc_words if s.doc_words is not None else cfg.doc_words
+        self.placeholder = choose_placeholder(llm.tokenizer, llm.eos_token_ids, s.placeholder or cfg.placeholder or None)
 
     def candidates(self, question: Question) -> tuple[list[Hit], list[Document]]:
         """The k documents: retrieved with the question, or the question's own context paragraphs."""
@@ -154,15 +148,3 @@ def apply_lora(llm: Any, folder: Path) -> None:
     from peft import PeftModel
 
     llm.model = PeftModel.from_pretrained(llm.model, str(folder)).merge_and_unload().eval()
-
-
-def from_settings(llm: LLM, search: Search | None, store: DocStore | None, *, r2former: str | None = None,
-                  encoder: str | None = None, embeddings_from: str | None = None, **hyper: Any) -> R2AG:
-    """R²AG from a checkpoint folder (``--r2former PATH``) and the registry's llm/search/store."""
-    if not r2former:
-        raise ConfigError("r2ag needs a trained R²-Former: --r2former PATH (make one with `tandem train r2ag`)")
-    model = load_r2former(r2former)
-    backend = embedding_backend(llm, embeddings_from)
-    if (Path(r2former) / LORA_DIR).is_dir():
-        apply_lora(backend, Path(r2former) / LORA_DIR)
-    return R2AG(backend, model, load_encoder(encoder or model.config.encoder), search=search, store=store, **hyper)

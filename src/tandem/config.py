@@ -1,0 +1,182 @@
+"""Typed, validated configuration: the base of every settings model, the retriever and LLM parts of a
+run, and the whole QA run (``tandem eval qa --config run.yaml``; a run folder's ``config.json`` is one).
+
+Every model rejects unknown keys with the list of valid ones, and every field carries its default and
+its documentation (``tandem methods NAME`` prints them)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from tandem.errors import ConfigError
+
+
+class Settings(BaseModel):
+    """A block of settings: frozen, unknown keys refused, ``from_dict`` / ``to_dict`` round-trip."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, arbitrary_types_allowed=True)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None = None, where: str = "") -> Self:
+        """Validate ``data``; a problem is a ConfigError that names each bad key (and, for an unknown
+        key, every valid one)."""
+        try:
+            return cls.model_validate(dict(data or {}))
+        except ValidationError as exc:
+            raise ConfigError(describe_errors(cls, exc, where)) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON values, defaults included: feeding it back to ``from_dict`` gives the same settings."""
+        return self.model_dump(mode="json")
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` validated like any other input."""
+        return type(self).from_dict({**self.to_dict(), **changes})
+
+    @classmethod
+    def describe(cls) -> dict[str, dict[str, Any]]:
+        """Each setting's ``type``, ``default`` (JSON) and ``doc``, in declaration order."""
+        defaults = cls().to_dict() if _all_defaulted(cls) else {}
+        own = [n for n in cls.__annotations__ if n in cls.model_fields]  # the class's own settings first
+        order = [*own, *(n for n in cls.model_fields if n not in own)]
+        return {name: {"type": _type_name(cls.model_fields[name].annotation), "default": defaults.get(name),
+                       "doc": cls.model_fields[name].description or ""} for name in order}
+
+
+def _all_defaulted(cls: type[BaseModel]) -> bool:
+    return all(not f.is_required() for f in cls.model_fields.values())
+
+
+def _type_name(annotation: Any) -> str:
+    """``int``, ``str | None``, a Literal's choices as ``a | b``, ``dict[str, int]``."""
+    import types
+    import typing
+
+    origin = typing.get_origin(annotation)
+    if origin is typing.Literal:
+        return " | ".join(json.dumps(a) for a in typing.get_args(annotation))
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in typing.get_args(annotation))
+    if annotation is type(None):
+        return "null"
+    if isinstance(annotation, type) and origin is None:
+        return annotation.__name__
+    return str(annotation).replace("typing.", "").replace("collections.abc.", "")
+
+
+def describe_errors(cls: type[BaseModel], exc: ValidationError, where: str = "") -> str:
+    """One line per validation problem: ``where.key: message``; unknown keys list the valid ones."""
+    prefix = f"{where}: " if where else ""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(value)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"unknown setting {loc!r}; valid settings: {sorted(cls.model_fields)}")
+        else:
+            lines.append(f"setting {loc!r}: {err['msg']} (got {err.get('input')!r})")
+    return prefix + "; ".join(lines)
+
+
+class RetrieverConfig(Settings):
+    """Which retriever answers the method's searches over the index."""
+
+    kind: str | None = Field(None, description="bm25 | dense | hybrid (and any registered retriever); "
+                                               "None = the index's own kind")
+    fusion: Literal["rrf", "weighted"] = Field("rrf", description="hybrid fusion: reciprocal-rank (c = 60) or "
+                                                                  "min-max weighted scores")
+
+    def options(self, index_kind: str) -> dict[str, Any]:
+        """Keyword options for :func:`tandem.retrieve.open_retriever`."""
+        return {"fusion": self.fusion} if (self.kind or index_kind) == "hybrid" else {}
+
+
+class LLMConfig(Settings):
+    """The LLM: a spec (``local``, ``hf:PATH``, ``openai:MODEL@URL``, ``llamacpp:PATH``) and backend options."""
+
+    spec: str = Field("local", description="local | hf:PATH | openai:MODEL@URL | llamacpp:PATH")
+    options: dict[str, Any] = Field(default_factory=dict, description="backend options (--llm-opt KEY=VALUE): "
+                                                                      "json_mode, timeout, max_retries, ...")
+
+
+class RunConfig(Settings):
+    """A QA evaluation run: everything ``tandem eval qa`` needs, as written to the run's ``config.json``.
+
+    ``settings`` are the method's settings, stored resolved (defaults included) so a re-run is exact."""
+
+    task: Literal["qa"] = "qa"
+    method: str = Field(description="a registered method (tandem methods)")
+    dataset: str | None = Field(None, description="QA dataset file (eval qa needs one)")
+    format: str | None = Field(None, description="force the dataset format (None = detected)")
+    index: str | None = Field(None, description="index folder over the dataset's pool")
+    retriever: RetrieverConfig = Field(default_factory=RetrieverConfig, description="the retriever over the index")
+    llm: LLMConfig = Field(default_factory=LLMConfig, description="the method's LLM")
+    settings: dict[str, Any] = Field(default_factory=dict, description="the method's settings (tandem methods NAME)")
+    judge: str | None = Field(None, description="LLM spec of the yes/no judge (adds the 'judge' metric)")
+    reanswer: bool = Field(False, description="score max(raw, re-answered) as DualRAG's evaluation does")
+    limit: int | None = Field(None, ge=1, description="only the first N questions")
+    concurrency: int = Field(1, ge=1, description="questions in flight")
+    cache: bool = Field(True, description="SQLite response cache in the run folder")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, data: Any) -> Any:
+        return upgrade_legacy(data) if isinstance(data, dict) else data
+
+    @model_validator(mode="after")
+    def _resolve(self) -> Self:
+        """Validate the method's settings against its model and store them with their defaults."""
+        from tandem.compose import method_settings_model
+
+        resolved = method_settings_model(self.method).from_dict(self.settings, where=f"{self.method} settings")
+        object.__setattr__(self, "settings", resolved.to_dict())
+        return self
+
+
+def upgrade_legacy(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A run config written before typed configs (``llm`` as a string, ``llm_opts``, ``hyper``) in today's
+    shape; today's shape is returned unchanged."""
+    data = dict(data)
+    if "hyper" in data:
+        data["settings"] = data.pop("hyper") or {}
+    if isinstance(data.get("llm"), str):
+        data["llm"] = {"spec": data["llm"], "options": data.pop("llm_opts", None) or {}}
+    data.pop("llm_opts", None)
+    return data
+
+
+def normalise_run_config(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored run config in today's shape with its method's settings resolved (so a folder written
+    before typed configs resumes under the same command); left as upgraded when it does not validate."""
+    upgraded = upgrade_legacy(data)
+    try:
+        resolved = RunConfig.from_dict(upgraded).to_dict()
+    except ConfigError:
+        return upgraded
+    return {**upgraded, **{k: resolved[k] for k in ("settings", "retriever", "llm")}}
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """A YAML or JSON mapping from ``path`` (by extension; YAML otherwise, which reads JSON too)."""
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a config file holds a mapping of settings, got {type(data).__name__}")
+    return data

@@ -1,0 +1,159 @@
+"""Each method's settings (``--set KEY=VALUE``, a config file's ``settings:``), typed, with defaults and docs.
+
+A method's algorithm reads the hyper-parameters; the component choices (``reranker``,
+``keyword_retriever``, ``first_stage``, RaLa's options, ``r2former``, ...) are read by the composition
+layer (:mod:`tandem.compose`), which hands the method ready components. Sources and the paper's values:
+docs/methods/*.md."""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import Field, model_validator
+
+from tandem.config import Settings
+
+DUALRAG_ROLES = ("reasoner", "entity_identifier", "summarizer", "answer")
+
+
+def _temperature() -> float:
+    return Field(0.0, ge=0.0, le=2.0, description="sampling temperature of every call (0 = greedy)")
+
+
+class DirectSettings(Settings):
+    """Direct: closed-book, one call with the brevity prompt (docs/methods/baselines.md)."""
+
+    temperature: float = _temperature()
+    max_tokens: int = Field(32, ge=1, description="answer tokens")
+
+
+class RerankSettings(Settings):
+    """The reranker a method's retrieved list goes through (built by :func:`tandem.compose.build_reranker`)."""
+
+    reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
+        "none", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
+                            "reranker_model; none: retrieval order")
+    reranker_model: str | None = Field(None, description="the cross-encoder (local folder or hub name, e.g. "
+                                                         "BAAI/bge-reranker-v2-m3); for bi_encoder, another encoder")
+    min_score: float | None = Field(0.0, description="cross_encoder only: keep raw logits > min_score; null keeps all")
+
+
+class NaiveRAGSettings(RerankSettings):
+    """NativeRAG: retrieve with the question, optionally rerank ``candidates``, answer from the top ``k``."""
+
+    k: int = Field(5, ge=1, description="documents in the prompt")
+    candidates: int = Field(50, ge=1, description="first-stage depth when a reranker is set")
+    temperature: float = _temperature()
+    max_tokens: int = Field(32, ge=1, description="answer tokens")
+
+
+class OracleSettings(Settings):
+    """Oracle: the NativeRAG reader fed the gold evidence."""
+
+    mode: Literal["sentence", "paragraph"] = Field("sentence", description="gold supporting sentences where the "
+                                                                           "dataset has them, or whole paragraphs")
+    temperature: float = _temperature()
+    max_tokens: int = Field(32, ge=1, description="answer tokens")
+
+
+class IRCoTSettings(Settings):
+    """IRCoT: one chain-of-thought sentence per step, each retrieved with, until "So the answer is:"."""
+
+    k: int = Field(5, ge=1, description="documents retrieved per step")
+    max_steps: int = Field(5, ge=1, description="reasoning steps at most")
+    policy: Literal["replace", "accumulate"] = Field("replace", description="replace: each step reads its own "
+                                                                            "hits (DualRAG's IRCoT); accumulate: "
+                                                                            "all hits so far (FlashRAG's)")
+    temperature: float = _temperature()
+    max_tokens: int = Field(64, ge=1, description="tokens per thought")
+
+
+class DualRAGSettings(RerankSettings):
+    """DualRAG (docs/methods/dualrag.md): Reasoner + Entity Identifier, Summarizer + Knowledge Outline."""
+
+    max_iter: int = Field(5, ge=1, description="reasoning steps (paper: 5)")
+    topk: int = Field(50, ge=1, description="hits per keyword (paper: 50)")
+    rerank_topk: int = Field(10, ge=1, description="documents kept per entity after reranking (paper: 10)")
+    reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
+        "bi_encoder", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
+                                  "reranker_model (the paper's bge-reranker-v2-m3); none: the ablation")
+    keyword_retriever: Literal["dense", "index"] = Field("dense", description="dense: the index's dense part even "
+                                                                              "on a hybrid index; index: its own "
+                                                                              "retriever")
+    use_reasoner: bool = Field(True, description="false = ablation 'w/o R' (IRCoT-style sentences)")
+    use_entity_identifier: bool = Field(True, description="false = ablation 'w/o EI' (the thought is the query)")
+    use_outline: bool = Field(True, description="false = ablation 'w/o KO' (raw documents, no summaries)")
+    answer_style: Literal["short", "complete"] = Field("short", description="short: one short answer like the "
+                                                                            "baselines; complete: the paper's "
+                                                                            "free-text answer (use --reanswer)")
+    max_entities: int | None = Field(None, ge=1, description="cap on entities per Entity Identifier reply "
+                                                             "(null = none, as in the paper)")
+    role_llms: dict[str, str] = Field(default_factory=dict, description="role -> LLM spec; roles: "
+                                                                        + ", ".join(DUALRAG_ROLES))
+    send_schema: bool = Field(True, description="send each JSON role's bounded schema (false = prompt-only)")
+    max_tokens: dict[str, int] = Field(default_factory=dict, description="per-role token budgets, e.g. "
+                                                                         "{'reasoner': 512}")
+    temperature: float = _temperature()
+
+    @model_validator(mode="after")
+    def _roles(self) -> Self:
+        unknown = sorted(set(self.role_llms) - set(DUALRAG_ROLES))
+        if unknown:
+            raise ValueError(f"unknown DualRAG role(s) {unknown} in role_llms; roles: {list(DUALRAG_ROLES)}")
+        return self
+
+
+class CoopRAGSettings(Settings):
+    """CoopRAG (docs/methods/cooprag.md): unroll, retrieve with U, RaLa rerank, complete, answer."""
+
+    n: int = Field(100, ge=1, description="first-stage depth")
+    k: int = Field(5, ge=1, description="documents kept after reranking")
+    query: Literal["q", "q+s", "q+r", "q+s+r"] = Field("q+s+r", description="parts of U (paper Table 16)")
+    masks: Literal["drop", "keep"] = Field("drop", description="drop: mask tokens left out of U; keep: literal")
+    one_call: bool = Field(False, description="completion + answer in one call (paper Table 18)")
+    unroll_attempts: int = Field(3, ge=1, description="unrolling tries (the authors: 5)")
+    complete_attempts: int = Field(3, ge=1, description="completion tries (the authors: 3)")
+    temperature: float = _temperature()
+    retry_temperature: float = Field(0.7, ge=0.0, le=2.0, description="retries sample at this temperature, seed = "
+                                                                      "attempt")
+    max_tokens: dict[str, int] = Field(default_factory=dict, description="per-role budgets: unroll, complete, "
+                                                                         "one_call, answer")
+    send_schema: bool = Field(True, description="send the JSON roles' bounded schemas (false = prompt-only)")
+    reranker: Literal["rala", "none"] = Field("rala", description="rala: layer-contrast reranking; none: first-stage "
+                                                                 "top-k")
+    first_stage: Literal["dense", "index"] = Field("dense", description="dense: the index's dense part (the paper); "
+                                                                        "index: its own retriever")
+    encoder: str | None = Field(None, description="RaLa's model when it differs from the index's")
+    layers: list[int] = Field([3], min_length=1, description="RaLa's early layers C")
+    cls: Literal["mean", "cls"] = Field("mean", description="sentence vector per layer: mean pooling or [CLS]")
+    omega: bool = Field(True, description="weight token terms by ω")
+    variant: Literal["eq4", "eq3"] = Field("eq4", description="RaLa's scoring equation")
+    fuse: Literal["rrf", "none"] = Field("rrf", description="fuse RaLa with the first stage by RRF")
+
+    @model_validator(mode="after")
+    def _depth(self) -> Self:
+        if self.k > self.n:
+            raise ValueError(f"k ({self.k}) must not exceed n ({self.n})")
+        return self
+
+
+class R2AGSettings(Settings):
+    """R²AG (docs/methods/r2ag.md): retrieval features -> R²-Former -> vectors in the LLM's input."""
+
+    r2former: str | None = Field(None, description="checkpoint folder from `tandem train r2ag` (required)")
+    k: int = Field(10, ge=1, description="documents per list")
+    docs: Literal["retrieve", "context"] = Field("retrieve", description="retrieve: top-k from the index; context: "
+                                                                         "the question's own paragraphs")
+    encoder: str | None = Field(None, description="retriever embeddings for the features (default: the checkpoint's)")
+    embeddings_from: str | None = Field(None, description="for an openai LLM: the served model's HF folder")
+    max_tokens: int = Field(32, ge=1, description="new tokens")
+    inject: bool = Field(True, description="false keeps the placeholders' own embeddings (a control)")
+    placeholder: str | None = Field(None, description="placeholder token (default: the checkpoint's)")
+    template: str | None = Field(None, description="prompt wrapper (default: the checkpoint's)")
+    doc_words: int | None = Field(None, ge=1, description="words kept per document (default: the checkpoint's)")
+
+
+SETTINGS: dict[str, type[Settings]] = {
+    "direct": DirectSettings, "naive_rag": NaiveRAGSettings, "oracle": OracleSettings, "ircot": IRCoTSettings,
+    "dualrag": DualRAGSettings, "cooprag": CoopRAGSettings, "r2ag": R2AGSettings,
+}

@@ -1,0 +1,98 @@
+"""Typed configuration: settings models, run configs from files, and a run folder's config.json re-running
+the same run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from tandem.cli import app
+from tandem.compose import build_method, describe_settings
+from tandem.config import RunConfig, read_config_file
+from tandem.errors import ConfigError
+from tandem.eval.runner import PREDICTIONS
+from tandem.methods.settings import SETTINGS, DualRAGSettings
+from tandem.testing.fake_llm import FakeLLM
+from tests.conftest import shared
+
+
+def test_every_method_documents_every_setting_and_round_trips():
+    for name, model in SETTINGS.items():
+        described = describe_settings(name)
+        assert described and all(info["doc"] for info in described.values()), name
+        if name != "r2ag":  # r2ag's checkpoint is required at build time, not by the model
+            defaults = model().to_dict()
+            assert model.from_dict(defaults) == model() and set(defaults) == set(described)
+    assert describe_settings("dualrag")["max_iter"]["default"] == 5
+
+
+def test_settings_errors_name_the_key_and_the_valid_ones():
+    with pytest.raises(ConfigError, match=r"unknown setting 'max_itr'; valid settings: \['answer_style'"):
+        DualRAGSettings.from_dict({"max_itr": 3})
+    with pytest.raises(ConfigError, match="setting 'max_iter': Input should be greater than or equal to 1"):
+        DualRAGSettings.from_dict({"max_iter": 0})
+    with pytest.raises(ConfigError, match=r"unknown DualRAG role\(s\) \['planner'\]"):
+        DualRAGSettings.from_dict({"role_llms": {"planner": "local"}})
+    with pytest.raises(ConfigError, match="k \\(9\\) must not exceed n \\(4\\)"):
+        build_method("cooprag", FakeLLM(), settings={"n": 4, "k": 9})
+    assert DualRAGSettings().replace(max_iter=3).max_iter == 3
+
+
+def test_run_config_resolves_settings_and_reads_legacy_folders():
+    cfg = RunConfig.from_dict({"method": "ircot", "dataset": "d.jsonl", "settings": {"k": 2}})
+    assert cfg.settings == {"k": 2, "max_steps": 5, "policy": "replace", "temperature": 0.0, "max_tokens": 64}
+    assert RunConfig.from_dict(cfg.to_dict()) == cfg
+    legacy = RunConfig.from_dict({"task": "qa", "method": "ircot", "dataset": "d.jsonl", "llm": "fake:x",
+                                  "llm_opts": {"constrains_json": True}, "hyper": {"k": 2}})
+    assert legacy.llm.spec == "fake:x" and legacy.llm.options == {"constrains_json": True} and legacy.settings == cfg.settings
+    with pytest.raises(ConfigError, match=r"unknown setting 'datset'; valid settings: \["):
+        RunConfig.from_dict({"method": "ircot", "datset": "d.jsonl"})
+
+
+def test_config_files_name_the_line_of_a_syntax_error(tmp_path):
+    bad = tmp_path / "run.yaml"
+    bad.write_text("method: ircot\nsettings: {k: 2\nlimit: 3\n")
+    with pytest.raises(ConfigError, match=r"run\.yaml:\d+: not valid YAML"):
+        read_config_file(bad)
+    listing = tmp_path / "run.json"
+    listing.write_text("[1, 2]")
+    with pytest.raises(ConfigError, match="holds a mapping of settings, got list"):
+        read_config_file(listing)
+
+
+def _predictions(folder) -> list[dict]:
+    rows = [json.loads(line) for line in (folder / PREDICTIONS).read_text().splitlines()]
+    for row in rows:  # timings differ between runs; everything else must not
+        row.pop("seconds", None)
+        for step in row["trace"]["steps"]:
+            for call in step["llm_calls"]:
+                call.pop("latency_s", None)
+    return sorted(rows, key=lambda r: r["id"])
+
+
+def test_a_run_folders_config_reruns_the_same_run_and_flags_override_a_yaml_file(tmp_path):
+    data = shared("fixtures/hotpot_example.jsonl")
+    cli = CliRunner()
+    res = cli.invoke(app, ["index", "--dataset", str(data), "--kind", "bm25", "--out", str(tmp_path / "idx")])
+    assert res.exit_code == 0, res.output
+    first = ["eval", "qa", "--method", "ircot", "--dataset", str(data), "--index", str(tmp_path / "idx"),
+             "--llm", "fake:Marie Curie", "--set", "k=2", "--set", "max_steps=2", "--limit", "4", "--no-cache"]
+    res = cli.invoke(app, [*first, "--out", str(tmp_path / "r1")])
+    assert res.exit_code == 0, res.output
+    again = cli.invoke(app, ["eval", "qa", "--config", str(tmp_path / "r1" / "config.json"), "--out", str(tmp_path / "r2")])
+    assert again.exit_code == 0, again.output
+    one, two = _predictions(tmp_path / "r1"), _predictions(tmp_path / "r2")
+    assert len(one) == 4 and one == two
+    assert all(len(step["hits"]) == 2 for row in one for step in row["trace"]["steps"] if step["hits"])  # k=2 held
+    assert json.loads((tmp_path / "r2" / "config.json").read_text())["settings"]["max_steps"] == 2
+
+    (tmp_path / "run.yaml").write_text(f"method: ircot\ndataset: {data}\nindex: {tmp_path / 'idx'}\n"
+                                       "llm: {spec: 'fake:Warsaw'}\nsettings: {k: 3}\nlimit: 4\ncache: false\n")
+    res = cli.invoke(app, ["eval", "qa", "--config", str(tmp_path / "run.yaml"), "--limit", "2", "--set", "max_steps=1",
+                           "--out", str(tmp_path / "r3")])
+    assert res.exit_code == 0, res.output
+    config = json.loads((tmp_path / "r3" / "config.json").read_text())
+    assert config["limit"] == 2 and config["settings"]["k"] == 3 and config["settings"]["max_steps"] == 1
+    assert len(_predictions(tmp_path / "r3")) == 2
