@@ -96,3 +96,17 @@ def test_a_run_folders_config_reruns_the_same_run_and_flags_override_a_yaml_file
     config = json.loads((tmp_path / "r3" / "config.json").read_text())
     assert config["limit"] == 2 and config["settings"]["k"] == 3 and config["settings"]["max_steps"] == 1
     assert len(_predictions(tmp_path / "r3")) == 2
+
+
+def test_public_api_indexes_plain_texts_and_asks_in_three_lines(tmp_path):
+    import tandem
+
+    index = tandem.index_documents(["Marie Curie was born in Warsaw.", "Warsaw is the capital of Poland.",
+                                    "Marie Curie was born in Warsaw."], tmp_path / "idx", kind="bm25")
+    answer = tandem.ask("Where was Marie Curie born?", index, method="naive_rag", llm="fake:Warsaw", k=2)
+    assert answer.text == "Warsaw"
+    ids = [h.doc_id for h in answer.trace.steps[0].hits]
+    assert sorted(ids) == [ids[0].split("#")[0], ids[0].split("#")[0] + "#1"]  # hashed ids; the duplicate got a suffix
+    assert {d.id for d in tandem.as_documents(["x", "x"])} == {tandem.as_documents(["x"])[0].id, tandem.as_documents(["x"])[0].id + "#1"}
+    with pytest.raises(ConfigError, match="unknown setting 'kk'"):
+        tandem.ask("Where?", index, method="naive_rag", llm="fake:x", kk=2)
