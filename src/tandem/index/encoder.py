@@ -407,7 +407,8 @@ class OnnxEncoder:
         if show_progress and len(texts) > batch_size:  # no bar for a single batch
             from tqdm import tqdm
 
-            batches = tqdm(batches, total=-(-len(texts) // max(1, batch_size)), desc="encode", unit="batch")
+            batches = tqdm(batches, total=-(-len(texts) // max(1, batch_size)), desc="encode", unit="batch",
+                           disable=False)  # explicit: TQDM_DISABLE is for third-party bars
         for rows, input_ids, mask in batches:
             feeds = {"input_ids": input_ids, "attention_mask": mask}
             if "token_type_ids" in self._input_names:

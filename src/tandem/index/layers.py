@@ -87,7 +87,8 @@ class LayerEncoder:
         if show_progress and len(order) > batch_size:  # no bar for a single batch
             from tqdm import tqdm
 
-            starts = tqdm(starts, desc="layer features", unit="batch")
+            starts = tqdm(starts, desc="layer features", unit="batch",
+                          disable=False)  # explicit: TQDM_DISABLE is for third-party bars
         with torch.inference_mode():
             for start in starts:
                 batch = order[start:start + batch_size]
