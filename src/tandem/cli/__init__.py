@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from typing import Annotated
@@ -79,7 +80,10 @@ def main() -> None:
     from tandem.models import offline_env
 
     offline_env()
-    quiet_third_party(verbose=False)
+    # before any library is imported: -v (an option of the root command, so before the subcommand) lets
+    # third-party logs, warnings and bars through
+    leading = [a for a in itertools.takewhile(lambda a: a.startswith("-"), sys.argv[1:])]
+    quiet_third_party(verbose=bool({"-v", "--verbose"} & set(leading)))
     handler = logging.StreamHandler()
     handler.setLevel(logging.WARNING)  # on the handler: libraries that set their own loggers to DEBUG stay quiet
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
