@@ -71,6 +71,7 @@ def test_explicit_backend_with_missing_deps_is_config_error(monkeypatch: pytest.
 
 
 def test_cache_dir_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("TANDEM_CACHE", raising=False)
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     assert encoder_cache_dir() == tmp_path / "encoders"
     monkeypatch.delenv("TANDEM_CACHE_DIR")

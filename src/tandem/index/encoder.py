@@ -16,7 +16,8 @@ onnxruntime (or, to build the model the first time, ``onnx``) is not installed o
 one the ONNX backends support. Every backend keeps the model's name in ``name`` so an index records
 which model made it; ``backend`` says which code path did.
 
-The exported models are cached under ``$TANDEM_CACHE_DIR/encoders/<key>/`` (default
+The exported models are cached under ``encoders/<key>/`` in tandem's cache root
+(:func:`tandem.models.cache_root`: ``$TANDEM_CACHE``, ``$XDG_CACHE_HOME/tandem`` or
 ``~/.cache/tandem``), where the key hashes the model folder, its weight files' sizes and mtimes,
 and the export recipe; a file is built only when missing, in a temporary file then renamed.
 """
@@ -27,7 +28,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -36,7 +36,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from tandem.errors import ConfigError
-from tandem.models import DEFAULT_ENCODER, canonical_name, offline_env, resolve_model
+from tandem.io import atomic_path
+from tandem.models import DEFAULT_ENCODER, cache_root, canonical_name, offline_env, resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -107,13 +108,8 @@ def _pooling_mode(model: object) -> str:
 
 
 def encoder_cache_dir() -> Path:
-    """Root folder of cached exported encoders: ``$TANDEM_CACHE_DIR/encoders`` or ``~/.cache/tandem/encoders``."""
-    root = os.environ.get("TANDEM_CACHE_DIR")
-    if root:
-        return Path(root).expanduser() / "encoders"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "tandem" / "encoders"
+    """Root folder of cached exported encoders: ``encoders/`` under :func:`tandem.models.cache_root`."""
+    return cache_root("encoders")
 
 
 def default_threads() -> int:
@@ -192,16 +188,9 @@ def _atomic_build(target: Path, build: Callable[[Path], object]) -> bool:
     """
     if target.exists():
         return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with atomic_path(target) as tmp:
         build(tmp)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
     return True
 
 
