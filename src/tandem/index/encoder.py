@@ -37,7 +37,13 @@ import numpy as np
 
 from tandem.errors import ConfigError
 from tandem.io import atomic_path
-from tandem.models import DEFAULT_ENCODER, cache_root, canonical_name, offline_env, resolve_model
+from tandem.models import (
+    DEFAULT_ENCODER,
+    cache_root,
+    canonical_name,
+    offline_env,
+    resolve_model,
+)
 
 log = logging.getLogger(__name__)
 
