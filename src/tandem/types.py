@@ -12,6 +12,10 @@ from typing import Any
 
 from tandem.errors import Cancelled
 
+#: How library code reports long work: ``on_progress(done, total)`` with ``done`` rising to ``total``
+#: (texts encoded, optimizer steps, ...). Library code never draws bars; the CLI does.
+OnProgress = Callable[[int, int], None]
+
 
 def doc_id_for(title: str, text: str) -> str:
     """Stable content id of a passage: the same title+text gets the same id in every dataset."""

@@ -31,7 +31,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from tandem.models import (
     offline_env,
     resolve_model,
 )
+from tandem.types import OnProgress
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,10 @@ DEFAULT_BACKEND = "onnx-int8"
 _ONNX_OPSET = 17
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
+#: Batches per ``SentenceTransformer.encode`` call when progress is reported (it sorts by length
+#: within a call, so larger chunks pad less).
+ST_PROGRESS_BATCHES = 8
+
 
 @runtime_checkable
 class Encoder(Protocol):
@@ -63,8 +68,9 @@ class Encoder(Protocol):
     dim: int
     pooling: str
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
-        """Encode texts; rows are unit-norm float32."""
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64,
+               on_progress: OnProgress | None = None) -> np.ndarray:
+        """Encode texts; rows are unit-norm float32. ``on_progress(done, total)`` counts texts encoded."""
         ...
 
 
@@ -87,18 +93,21 @@ class SentenceTransformerEncoder:
         self.dim = int(dim)
         self.pooling = _pooling_mode(self.model)
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
-        """Encode with ``SentenceTransformer.encode`` (normalised, float32, input order)."""
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64,
+               on_progress: OnProgress | None = None) -> np.ndarray:
+        """Encode with ``SentenceTransformer.encode`` (normalised, float32, input order). With
+        ``on_progress`` the texts go in chunks of :data:`ST_PROGRESS_BATCHES` batches, reported after each."""
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self.model.encode(
-            list(texts),
-            batch_size=batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=show_progress,
-        )
-        return np.ascontiguousarray(vecs, dtype=np.float32)
+        texts = list(texts)
+        chunk = len(texts) if on_progress is None else max(1, batch_size) * ST_PROGRESS_BATCHES
+        parts = []
+        for start in range(0, len(texts), chunk):
+            parts.append(self.model.encode(texts[start:start + chunk], batch_size=batch_size, convert_to_numpy=True,
+                                           normalize_embeddings=True, show_progress_bar=False))
+            if on_progress is not None:
+                on_progress(min(start + chunk, len(texts)), len(texts))
+        return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
 
 
 def _pooling_mode(model: object) -> str:
@@ -390,25 +399,26 @@ class OnnxEncoder:
                 mask[j, : len(seq)] = 1
             yield rows, input_ids, mask
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
-        """Encode texts in input order; rows are unit-norm float32."""
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64,
+               on_progress: OnProgress | None = None) -> np.ndarray:
+        """Encode texts in input order; rows are unit-norm float32. ``on_progress(done, total)`` after each
+        batch, counting texts."""
         if isinstance(texts, str):
             raise TypeError("encode() takes a sequence of texts, not a single string")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if len(texts) == 0:
             return out
         ids = self.tokenize(texts)
-        batches: Any = self._batches(ids, max(1, batch_size))
-        if show_progress and len(texts) > batch_size:  # no bar for a single batch
-            from tqdm import tqdm
-
-            batches = tqdm(batches, total=-(-len(texts) // max(1, batch_size)), desc="encode", unit="batch")
-        for rows, input_ids, mask in batches:
+        done = 0
+        for rows, input_ids, mask in self._batches(ids, max(1, batch_size)):
             feeds = {"input_ids": input_ids, "attention_mask": mask}
             if "token_type_ids" in self._input_names:
                 feeds["token_type_ids"] = np.zeros_like(input_ids)
             hidden = self.session.run(None, feeds)[0]
             out[rows] = self._pool(hidden, mask)
+            done += len(rows)
+            if on_progress is not None:
+                on_progress(done, len(texts))
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         out /= np.maximum(norms, 1e-12)
         return out
