@@ -99,6 +99,7 @@ def is_json_array_file(path: Path) -> bool:
     return head.startswith(b"[")
 
 
+#: ``place(tmp, target)``: puts a finished temp file or folder at its target.
 Place = Callable[[Path, Path], None]
 
 
@@ -119,9 +120,9 @@ def atomic_path(target: str | Path, *, folder: bool = False, suffix: str | None 
 
     The one "write to a temp path, then rename" of tandem: files (``folder=False``: the temp file exists,
     empty) and folders (``folder=True``: an empty temp folder). ``tmp_name`` fixes the temp's name (it
-    must not exist); otherwise it is ``.<name>.<random><suffix>`` (``suffix``: ``.tmp`` for a file, none for
-    a folder). ``place`` may do more than rename
-    (:func:`tandem.outdir.atomic_dir` marks the folder and swaps it with the old one).
+    must not exist); otherwise it is ``.<name>.<random><suffix>`` (``suffix``: ``.tmp`` for a file, none
+    for a folder). ``place`` may do more than rename (:func:`tandem.outdir.atomic_dir` marks the folder
+    and swaps it with the old one) or keep an existing target (the temp is then removed).
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)

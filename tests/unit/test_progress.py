@@ -7,6 +7,7 @@ import io
 import time
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from tandem.cli.common import progress_bar
@@ -15,9 +16,9 @@ from tandem.testing.encoders import HashingEncoder
 from tandem.types import Document
 
 
-def _console() -> tuple[Console, io.StringIO]:
+def _console(terminal: bool = True) -> tuple[Console, io.StringIO]:
     buf = io.StringIO()
-    return Console(file=buf, force_terminal=True, width=100), buf
+    return Console(file=buf, force_terminal=terminal, force_interactive=terminal, width=100), buf
 
 
 def test_build_index_reports_encoding_progress_with_rising_counts(tmp_path: Path) -> None:
@@ -28,14 +29,15 @@ def test_build_index_reports_encoding_progress_with_rising_counts(tmp_path: Path
     assert seen == [(3, 10), (6, 10), (9, 10), (10, 10)]
 
 
-def test_short_work_draws_no_bar() -> None:
-    target, buf = _console()
+@pytest.mark.parametrize("terminal", [True, False])
+def test_short_work_draws_no_bar(terminal: bool) -> None:
+    target, buf = _console(terminal)
     with progress_bar(delay=5.0, target=target) as bar:
         report = bar.callback("encode")
         for i in range(1, 4):
             report(i, 3)
     assert not bar.live.is_started
-    assert buf.getvalue() == ""
+    assert buf.getvalue() == ""  # not even a blank line when piped
 
 
 def test_long_work_draws_the_bar_with_what_was_reported() -> None:

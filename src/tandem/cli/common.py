@@ -60,7 +60,8 @@ class LazyProgress(Progress):
             self._closed = True
             if self._timer is not None:
                 self._timer.cancel()
-            self.stop()
+            if self.live.is_started:  # never shown: nothing to stop, not even a newline to print
+                self.stop()
 
     def callback(self, description: str) -> OnProgress:
         """An ``on_progress(done, total)`` for library code, drawn as a task named ``description``
