@@ -6,8 +6,9 @@ import contextlib
 import gzip
 import json
 import os
+import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -98,22 +99,64 @@ def is_json_array_file(path: Path) -> bool:
     return head.startswith(b"[")
 
 
+#: ``place(tmp, target)``: puts a finished temp file or folder at its target.
+Place = Callable[[Path, Path], None]
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | Path, *, folder: bool = False, suffix: str | None = None, tmp_name: str | None = None,
+                place: Place = os.replace) -> Iterator[Path]:
+    """Yield a temp path beside ``target`` to write into; when the block succeeds ``place(tmp, target)``
+    puts it into place (default: ``os.replace``), and if anything raises, the temp file or folder is
+    removed, so readers see the old ``target`` or the new one, never a half-written one.
+
+    The one "write to a temp path, then rename" of tandem: files (``folder=False``: the temp file exists,
+    empty) and folders (``folder=True``: an empty temp folder). ``tmp_name`` fixes the temp's name (it
+    must not exist); otherwise it is ``.<name>.<random><suffix>`` (``suffix``: ``.tmp`` for a file, none
+    for a folder). ``place`` may do more than rename (:func:`tandem.outdir.atomic_dir` marks the folder
+    and swaps it with the old one) or keep an existing target (the temp is then removed).
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    prefix = f".{target.name}."
+    if tmp_name is not None:
+        tmp = target.parent / tmp_name
+        if folder:
+            tmp.mkdir()
+        else:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    elif folder:
+        tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix or "", dir=target.parent))
+    else:
+        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp" if suffix is None else suffix, dir=target.parent)
+        os.close(fd)
+        tmp = Path(name)
+    try:
+        yield tmp
+        place(tmp, target)
+    except BaseException:
+        _remove(tmp)
+        raise
+    if tmp.exists() and tmp != target:  # ``place`` kept the existing target (a concurrent writer won)
+        _remove(tmp)
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
-    """Write to a temp file beside ``path`` and rename it into place only if the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, mode, encoding=encoding if "b" not in mode else None) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    """Open a temp file beside ``path`` for writing; it is flushed to disk and renamed into place only
+    if the block succeeds (see :func:`atomic_path`)."""
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=encoding if "b" not in mode else None) as handle:
+        yield handle
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def write_json_atomic(path: str | Path, obj: Any) -> None:

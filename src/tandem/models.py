@@ -16,6 +16,9 @@ from pathlib import Path
 
 from tandem.errors import ModelNotFoundError
 
+#: Environment variables that move tandem's cache root, first match wins (``TANDEM_CACHE_DIR``: older name).
+CACHE_ENV = ("TANDEM_CACHE", "TANDEM_CACHE_DIR")
+
 DEFAULT_ENCODER = "minilm"
 DEFAULT_LLM = "smollm2"
 
@@ -78,3 +81,16 @@ def offline_env() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def cache_root(*parts: str) -> Path:
+    """The one root of tandem's caches (converted LLMs under ``models/``, exported encoders under
+    ``encoders/``), joined with ``parts``: ``$TANDEM_CACHE``, else ``$XDG_CACHE_HOME/tandem``, else
+    ``~/.cache/tandem``. Nothing is created."""
+    for name in CACHE_ENV:
+        value = os.environ.get(name)
+        if value:
+            return Path(value).expanduser().joinpath(*parts)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base.joinpath("tandem", *parts)

@@ -30,9 +30,9 @@ from typing import Any
 
 from tandem import __version__
 from tandem.errors import ConfigError
+from tandem.io import atomic_open, atomic_path, write_json_atomic
 
 MARKER = ".tandem.json"
-
 
 
 def _json_file(path: Path) -> dict[str, Any]:
@@ -85,8 +85,6 @@ def read_marker(folder: Path) -> dict[str, Any] | None:
 
 def write_marker(folder: Path, kind: str, written: list[str] | None = None) -> None:
     """Mark ``folder`` as a tandem folder of ``kind``; ``written``: the top-level names tandem wrote."""
-    from tandem.io import write_json_atomic
-
     record: dict[str, Any] = {"kind": kind, "tandem_version": __version__}
     if written is not None:
         record["written"] = sorted(written)
@@ -96,8 +94,6 @@ def write_marker(folder: Path, kind: str, written: list[str] | None = None) -> N
 def add_file(folder: str | Path, name: str, text: str) -> Path:
     """Write ``name`` into a folder tandem owns (atomically) and list it in the marker as tandem's, so a
     later replacement of the folder may delete it."""
-    from tandem.io import atomic_open
-
     path = Path(folder)
     with atomic_open(path / name) as handle:
         handle.write(text)
@@ -278,19 +274,18 @@ def swap_dir(tmp: Path, out: Path) -> None:
 def atomic_dir(folder: str | Path, kind: str) -> Iterator[Path]:
     """Yield a temp folder beside ``folder``; if the block succeeds it replaces ``folder`` (readers see
     the old folder or the new one, never half). The checks of :func:`check_owned` run first, before
-    any work; the new folder is marked as ``kind`` with the names written into it."""
+    any work; the new folder is marked as ``kind`` with the names written into it. The temp folder
+    is the one of :func:`tandem.io.atomic_path`, named so that :func:`recover_swap` finds it."""
     out = Path(folder)
+
+    def place(tmp: Path, target: Path) -> None:
+        write_marker(tmp, kind, tree(tmp))
+        check_owned(target, kind, replacing=True)  # again: a file added during the build is not deleted
+        swap_dir(tmp, target)
+
     with folder_lock(out):
         recover_swap(out)
         check_owned(out, kind, replacing=True)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.parent / f".{out.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
-        try:
+        with atomic_path(out, folder=True, tmp_name=f".{out.name}.building-{os.getpid()}-{uuid.uuid4().hex[:8]}",
+                         place=place) as tmp:
             yield tmp
-            write_marker(tmp, kind, tree(tmp))
-            check_owned(out, kind, replacing=True)  # again: a file added during the build is not deleted
-            swap_dir(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise

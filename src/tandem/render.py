@@ -34,7 +34,8 @@ def _append_note(body: Text, value: object, store: DocStore | None) -> None:
 
 
 def render_trace(answer: Answer, store: DocStore | None = None, max_chars: int = 160) -> Group:
-    """One panel per step: its notes, queries, hits (with titles) and LLM calls with their cost."""
+    """One panel per step: its notes, queries, hits (with titles), LLM calls with their cost
+    and, for a reply that could not be parsed, the parser's message."""
     panels = []
     for i, step in enumerate(answer.trace.steps, start=1):
         body = Text()
@@ -53,6 +54,8 @@ def render_trace(answer: Answer, store: DocStore | None = None, max_chars: int =
             body.append(f"{output!r}  ")
             body.append(f"[{call.prompt_tokens}+{call.completion_tokens} tok, {call.latency_s:.2f}s"
                         f"{', cached' if call.cached else ''}]\n", style="dim")
+            if call.parse_error is not None:
+                body.append(f"{INDENT}parse error: {call.parse_error}\n", style="red")
         panels.append(Panel(body, title=f"step {i}: {step.name}", title_align="left"))
     summary = Text(f"answer: {answer.text}", style="bold green")
     cost = Text(f"{len(answer.trace.llm_calls)} LLM calls, {answer.trace.tokens} tokens, "

@@ -12,6 +12,10 @@ from typing import Any
 
 from tandem.errors import Cancelled
 
+#: How library code reports long work: ``on_progress(done, total)`` with ``done`` rising to ``total``
+#: (texts encoded, optimizer steps, ...). Library code never draws bars; the CLI does.
+OnProgress = Callable[[int, int], None]
+
 
 def doc_id_for(title: str, text: str) -> str:
     """Stable content id of a passage: the same title+text gets the same id in every dataset."""
@@ -80,7 +84,8 @@ class LLMCall:
     Structured calls (a JSON schema sent) also say whether the backend decoded under the schema
     (``constrained``); the last call of a structured exchange carries its ``outcome``: ``parsed``
     (first reply usable), ``repaired`` (a repair round or a retry was needed) or ``fallback``
-    (no reply usable: the method fell back).
+    (no reply usable: the method fell back). A reply the method's parser rejected carries the
+    parser's message in ``parse_error`` and the text it rejected in ``raw_reply``.
     """
 
     role: str
@@ -94,6 +99,8 @@ class LLMCall:
     constrained: bool = False
     outcome: str | None = None
     cut_chars: int = 0  # prompt characters cut to fit the context window (tandem.llm.types.fit_to_context)
+    parse_error: str | None = None  # why the reply could not be parsed (tandem.errors.ParseError)
+    raw_reply: str | None = None  # the text the parser rejected
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -105,6 +112,8 @@ class LLMCall:
             data["cut_chars"] = self.cut_chars
         if self.structured:
             data.update(structured=True, constrained=self.constrained, outcome=self.outcome)
+        if self.parse_error is not None:
+            data.update(parse_error=self.parse_error, raw_reply=self.raw_reply)
         return data
 
 

@@ -26,7 +26,7 @@ def test_train_one_step_then_answer_dev500(tmp_path):
     lists = tr.build_lists(ds.questions[250:252], store, encoder, k=10)
     assert all(len(x.docs) == 10 and x.labels.sum() == 2 for x in lists)
     config = tr.R2AGTrainConfig(epochs=1, grad_accum=2, doc_words=12, lr=1e-3)
-    log = tr.train_r2ag(llm, lists, lists[:1], tmp_path / "ck", config, progress=False)
+    log = tr.train_r2ag(llm, lists, lists[:1], tmp_path / "ck", config)
     assert log["steps"] == 1 and log["val_after"]["lm"] > 0
     assert all(p.grad is None for p in llm.model.parameters())  # the LLM stayed frozen
     model = load_r2former(tmp_path / "ck")

@@ -71,6 +71,7 @@ def test_explicit_backend_with_missing_deps_is_config_error(monkeypatch: pytest.
 
 
 def test_cache_dir_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("TANDEM_CACHE", raising=False)
     monkeypatch.setenv("TANDEM_CACHE_DIR", str(tmp_path))
     assert encoder_cache_dir() == tmp_path / "encoders"
     monkeypatch.delenv("TANDEM_CACHE_DIR")
@@ -188,3 +189,18 @@ def test_cache_is_reused(cache_dir: Path, int8_encoder: OnnxInt8Encoder, monkeyp
     assert os.stat(path).st_mtime_ns == stamp
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
     np.testing.assert_allclose(again.encode(SENTENCES), int8_encoder.encode(SENTENCES), atol=1e-6)
+
+
+@pytest.mark.integration
+def test_encoders_report_progress_with_rising_counts(
+    st_encoder: SentenceTransformerEncoder, fp32_encoder: OnnxEncoder
+) -> None:
+    texts = [f"Sentence number {i} about a river and a city." for i in range(21)]
+    for enc, batch_size in ((fp32_encoder, 4), (st_encoder, 1)):
+        seen: list[tuple[int, int]] = []
+        vecs = enc.encode(texts, batch_size=batch_size, on_progress=lambda d, t: seen.append((d, t)))
+        done = [d for d, _ in seen]
+        assert len(seen) >= 3 and done == sorted(done) and len(set(done)) == len(done), enc.backend
+        assert seen[-1] == (21, 21) and {t for _, t in seen} == {21}
+        plain = enc.encode(texts, batch_size=batch_size)
+        assert (vecs * plain).sum(axis=1).min() >= 0.9999  # reporting does not change the vectors

@@ -225,24 +225,31 @@ def test_gradients_reach_r2former_with_llm_frozen(tiny_llm, docs):
 def test_train_checkpoint_resume_matches_uninterrupted_run(tiny_llm, docs, tmp_path):
     lists = _lists(docs, 4)
     cfg = dict(epochs=2, grad_accum=2, d_model=16, lr=1e-2, eval_every=1, save_every=100)
-    log = tr.train_r2ag(tiny_llm, lists, lists[:1], tmp_path / "a", tr.R2AGTrainConfig(**cfg), progress=False)
+    steps: list[tuple[int, int, float]] = []
+    log = tr.train_r2ag(tiny_llm, lists, lists[:1], tmp_path / "a", tr.R2AGTrainConfig(**cfg),
+                        on_step=lambda *a: steps.append(a))
     assert log["steps"] == 4 and log["val_before"]["total"] > 0 and len(log["val_history"]) == 4
-    tr.train_r2ag(tiny_llm, lists, lists[:1], tmp_path / "b", tr.R2AGTrainConfig(**cfg, max_minutes=0.0), progress=False)
+    assert [(s, t) for s, t, _ in steps] == [(1, 4), (2, 4), (3, 4), (4, 4)]
+    assert all(loss > 0 for _, _, loss in steps)
+    tr.train_r2ag(tiny_llm, lists, lists[:1], tmp_path / "b", tr.R2AGTrainConfig(**cfg, max_minutes=0.0))
     assert load_r2former(tmp_path / "b") is not None
     part = tr.load_trainer_state(tmp_path / "b")
     assert part["step"] == 1
-    tr.train_r2ag(tiny_llm, lists, lists[:1], tmp_path / "b", tr.R2AGTrainConfig(**cfg), progress=False)
+    resumed: list[int] = []
+    tr.train_r2ag(tiny_llm, lists, lists[:1], tmp_path / "b", tr.R2AGTrainConfig(**cfg),
+                  on_step=lambda step, total, loss: resumed.append(step))
+    assert resumed == [2, 3, 4]  # counted on from the checkpoint
     a, b = load_r2former(tmp_path / "a"), load_r2former(tmp_path / "b")
     for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
         assert torch.allclose(x, y, atol=1e-5), name
     with pytest.raises(ConfigError, match="other settings"):
-        tr.train_r2ag(tiny_llm, lists, [], tmp_path / "b", tr.R2AGTrainConfig(**{**cfg, "lr": 1.0}), progress=False)
+        tr.train_r2ag(tiny_llm, lists, [], tmp_path / "b", tr.R2AGTrainConfig(**{**cfg, "lr": 1.0}))
 
 
 def test_without_relevance_loss_head_gets_no_update(tiny_llm, docs, tmp_path):
     lists = _lists(docs, 2)
     cfg = tr.R2AGTrainConfig(epochs=1, grad_accum=2, d_model=16, relevance_weight=0.0, drop_features=["gamma"])
-    tr.train_r2ag(tiny_llm, lists, [], tmp_path / "c", cfg, progress=False)
+    tr.train_r2ag(tiny_llm, lists, [], tmp_path / "c", cfg)
     model = load_r2former(tmp_path / "c")
     assert model.config.drop_features == ["gamma"]
     torch.manual_seed(cfg.seed)
@@ -327,7 +334,7 @@ def test_lora_option_trains_adapters_and_merges_at_inference(tiny_llm, docs, tmp
     llm = HFLLM(tiny_llm.path, num_threads=1)  # a private copy: LoRA wraps its model
     base_q = llm.model.model.layers[0].self_attn.q_proj.weight.detach().clone()
     cfg = tr.R2AGTrainConfig(epochs=1, grad_accum=2, d_model=16, lr=1e-2, lora_r=2, lora_alpha=4)
-    tr.train_r2ag(llm, _lists(docs, 2), [], tmp_path / "ck", cfg, progress=False)
+    tr.train_r2ag(llm, _lists(docs, 2), [], tmp_path / "ck", cfg)
     assert (tmp_path / "ck" / "lora" / "adapter_model.safetensors").is_file()
     trained = [n for n, p in llm.model.named_parameters() if p.requires_grad]
     assert trained and all("lora_" in n for n in trained)
@@ -339,7 +346,7 @@ def test_lora_option_trains_adapters_and_merges_at_inference(tiny_llm, docs, tmp
 
 def test_scaled_projection_starts_at_the_placeholder_embedding(tiny_llm, docs, tmp_path):
     cfg = tr.R2AGTrainConfig(epochs=1, grad_accum=2, d_model=16, projection="scaled", max_steps=1, lr=1e-3)
-    tr.train_r2ag(tiny_llm, _lists(docs, 2), [], tmp_path / "s", cfg, progress=False)
+    tr.train_r2ag(tiny_llm, _lists(docs, 2), [], tmp_path / "s", cfg)
     model = load_r2former(tmp_path / "s")
     assert model.config.projection == "scaled"
     ph = P.choose_placeholder(tiny_llm.tokenizer, tiny_llm.eos_token_ids)[1]

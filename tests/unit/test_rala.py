@@ -70,7 +70,7 @@ class StubEncoder:
     def __init__(self, table: dict[str, LayerFeatures]) -> None:
         self.table = table
 
-    def encode(self, texts, *, batch_size=32, all_layer_tokens=False, show_progress=False):
+    def encode(self, texts, *, batch_size=32, all_layer_tokens=False, on_progress=None):
         parts = [self.table[t] for t in texts]
         lengths = [p.tokens.shape[0] for p in parts]
         return LayerFeatures(

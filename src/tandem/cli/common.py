@@ -4,7 +4,10 @@ notes, settings parsing and method assembly."""
 from __future__ import annotations
 
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Self
 
 import typer
 from rich.console import Console
@@ -19,6 +22,7 @@ from rich.progress import (
 from rich.table import Table
 
 from tandem.io import ReadStats
+from tandem.types import OnProgress
 
 # wide tables when piped to a file; the terminal's width otherwise
 console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
@@ -46,11 +50,79 @@ def set_verbosity(level: int) -> None:
         handler.setLevel(logging.DEBUG if level > 0 else logging.WARNING)
 
 
-def progress_bar() -> Progress:
-    """The progress bar every long command shows (on stderr)."""
-    return Progress(
+#: Work shorter than this many seconds shows no progress bar.
+BAR_DELAY_S = 1.0
+
+
+class LazyProgress(Progress):
+    """A rich ``Progress`` that appears only once its ``with`` block has run ``delay`` seconds: short
+    work prints nothing. Tasks and updates before then are kept and shown when it appears."""
+
+    def __init__(self, *columns: Any, delay: float = BAR_DELAY_S, **options: Any) -> None:
+        super().__init__(*columns, **options)
+        self._delay = delay
+        self._guard = threading.Lock()
+        self._closed = False
+        self._timer: threading.Timer | None = None
+
+    def _appear(self) -> None:
+        with self._guard:
+            if not self._closed:
+                self.start()
+
+    def __enter__(self) -> Self:
+        self._timer = threading.Timer(self._delay, self._appear)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._guard:
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+            if self.live.is_started:  # never shown: nothing to stop, not even a newline to print
+                self.stop()
+
+    def callback(self, description: str) -> OnProgress:
+        """An ``on_progress(done, total)`` for library code, drawn as a task named ``description``
+        (added at its first report, so a stage that never runs shows no task)."""
+        task: list[Any] = []
+
+        def on_progress(done: int, total: int) -> None:
+            if not task:
+                task.append(self.add_task(description, total=total))
+            self.update(task[0], completed=done, total=total)
+
+        return on_progress
+
+    def labelled(self) -> Callable[[str, int, int], None]:
+        """A ``progress(label, done, total)`` drawing one task per label (see :meth:`callback`)."""
+        callbacks: dict[str, OnProgress] = {}
+
+        def progress(label: str, done: int, total: int) -> None:
+            if label not in callbacks:
+                callbacks[label] = self.callback(label)
+            callbacks[label](done, total)
+
+        return progress
+
+    def training(self, description: str) -> Callable[[int, int, float], None]:
+        """An ``on_step(step, total, loss)`` for a training loop: the step count and the last loss."""
+        task = self.add_task(description, total=None)
+
+        def on_step(step: int, total: int, loss: float) -> None:
+            self.update(task, completed=step, total=total, description=f"{description} loss {loss:.3f}")
+
+        return on_step
+
+
+def progress_bar(*, delay: float = BAR_DELAY_S, target: Console | None = None) -> LazyProgress:
+    """The progress bar every long command shows (on stderr), only for work lasting over ``delay`` s;
+    library code reports to it through ``bar.callback(description)``."""
+    return LazyProgress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False,
+        TimeElapsedColumn(), TimeRemainingColumn(), console=target or console, transient=False, delay=delay,
     )
 
 

@@ -46,8 +46,10 @@ def build_bench(
 
     with owned_output(out_dir, "crab-bench"):
         start = time.monotonic()
-        manifest = build(dataset, out_dir, clients=clients, shots=_ints(shots), dev=dev, test=test, train_frac=train_frac,
-                         test_frac=test_frac, split_frac=split_frac, encoder=encoder, seed=seed, fmt=fmt, show_progress=True)
+        with progress_bar() as bar:
+            manifest = build(dataset, out_dir, clients=clients, shots=_ints(shots), dev=dev, test=test, train_frac=train_frac,
+                             test_frac=test_frac, split_frac=split_frac, encoder=encoder, seed=seed, fmt=fmt,
+                             on_progress=bar.callback("encode passages"))
         table = Table(title=f"{out_dir}: {clients} clients, shots {manifest['shots']}, {time.monotonic() - start:.0f} s")
         for col in ("store", "passages", "hard negatives / train question"):
             table.add_column(col)
@@ -95,17 +97,10 @@ def _run(mode: str, spec: Any, run_dir: Path, parallel: int, inprocess: bool) ->
                 result = corag.simulate(spec, parallel=parallel)
             else:
                 with progress_bar() as bar:
-                    tasks: dict[str, Any] = {}
-
-                    def progress(label: str, done: int, total: int) -> None:
-                        if label not in tasks:
-                            tasks[label] = bar.add_task(label, total=total)
-                        bar.update(tasks[label], completed=done, total=total)
-
                     if mode == "collaborative":
-                        result = corag.collaborative(spec, rd, progress)
+                        result = corag.collaborative(spec, rd, bar.labelled())
                     else:
-                        result = corag.run_baseline(spec, mode, rd, progress)
+                        result = corag.run_baseline(spec, mode, rd, bar.labelled())
         metrics = corag.finish(rd, spec, result, time.monotonic() - start, rss.peak_gib)
         _report(metrics, run_dir)
 

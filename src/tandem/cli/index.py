@@ -15,6 +15,7 @@ from tandem.cli.common import (
     load_docs,
     out,
     print_json,
+    progress_bar,
 )
 from tandem.outdir import owned_output
 
@@ -47,9 +48,10 @@ def index(
         docs = load_docs(dataset, corpus, fmt, skip_bad, max_tokens, overlap)
         start = time.perf_counter()
         enc = load_encoder(encoder, **({"backend": backend} if backend else {})) if kind != "bm25" or extras else encoder
-        manifest = build_index(docs, out_dir, kind=kind, encoder=enc, dense_params={"faiss": faiss_kind},
-                               batch_size=batch_size, show_progress=True,
-                               extras=[EXTRAS[name](show_progress=True) for name in extras])
+        with progress_bar() as bar:
+            manifest = build_index(docs, out_dir, kind=kind, encoder=enc, dense_params={"faiss": faiss_kind},
+                                   batch_size=batch_size, on_progress=bar.callback("encode"),
+                                   extras=[EXTRAS[name](on_progress=bar.callback(f"{name} features")) for name in extras])
     if as_json:
         print_json({"index": str(out_dir), "seconds": round(time.perf_counter() - start, 3), **manifest.__dict__})
     console.print(f"[green]indexed {manifest.doc_count} passages ({kind}) into {out_dir} in {time.perf_counter() - start:.1f}s")

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tandem.cli.common import parse_slice
+from tandem.cli.common import parse_slice, progress_bar
 from tandem.outdir import add_file, owned_output
 
 
@@ -79,7 +79,9 @@ def train_r2ag_command(
         backend = embedding_backend(load_llm(llm, **backend_opts))
         if not hasattr(backend, "model"):
             raise typer.BadParameter("training needs an in-process LLM (--llm local or hf:PATH)")
-        log = tr.train_r2ag(backend, lists["train"], lists["val"], out_dir, config, encoder_name=encoder, resume=resume)
+        with progress_bar() as bar:
+            log = tr.train_r2ag(backend, lists["train"], lists["val"], out_dir, config, encoder_name=encoder,
+                                resume=resume, on_step=bar.training("train r2ag"))
         from tandem.train.r2former import load_r2former
 
         report = {"dataset": str(dataset), "train_questions": train_questions, "val_questions": val_questions,

@@ -84,12 +84,7 @@ def train_retriever(
         evals = out_dir.parent / f"{out_dir.name}.eval"
         before = tr.recall_on(eval_qs, ds.passages, base, base_index or evals / "base", build=base_index is None) if eval_qs else None
         with progress_bar() as bar:
-            task = bar.add_task("train retriever", total=None)
-
-            def on_step(step: int, total: int, loss: float) -> None:
-                bar.update(task, completed=step, total=total, description=f"train retriever loss {loss:.3f}")
-
-            log = tr.train_retriever(examples, pool, out_dir, config, on_step)
+            log = tr.train_retriever(examples, pool, out_dir, config, bar.training("train retriever"))
         after = tr.recall_on(eval_qs, ds.passages, str(out_dir), evals / "tuned") if eval_qs else None
         report = {"dataset": str(dataset), "train_questions": train_questions, "eval_questions": eval_questions,
                   "extra_datasets": [str(p) for p in extra_dataset], "extra_limit": extra_limit, "train_examples": len(examples),

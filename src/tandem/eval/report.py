@@ -10,6 +10,7 @@ from rich.table import Table
 
 from tandem.errors import DataError
 from tandem.eval.rundir import CONFIG_FILE, METRICS_FILE
+from tandem.io import atomic_path
 
 COLUMNS = ("run", "method", "questions", "em", "f1", "acc", "judge", "recall@5", "gold_doc_recall",
            "llm_calls_per_q", "tokens_per_q", "seconds_per_q", "parse_rate", "fallback_rate")
@@ -62,8 +63,8 @@ def plot_runs(rows: list[dict[str, Any]], metrics: list[str], target: Path) -> N
     ax.legend(fontsize=8)
     ax.set_title("tandem runs")
     fig.tight_layout()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    tmp.replace(target)
+    try:
+        with atomic_path(target, suffix=".tmp.png") as tmp:
+            fig.savefig(tmp, dpi=120)
+    finally:
+        plt.close(fig)

@@ -81,9 +81,9 @@ def label_passages(questions: Sequence[Question], pool: Sequence[Document], *, r
     Relevant: the question's gold passages, then the top-``rel_top`` BM25 hits containing an answer.
     Hard negatives: BM25 ranks ``hard_ranks`` (1-based, inclusive) that are not relevant.
     """
-    from tandem.index.bm25 import DEFAULT_BM25, tokenize
-
     import bm25s
+
+    from tandem.index.bm25 import DEFAULT_BM25, tokenize
 
     if not pool:
         raise DataError("the passage pool is empty: nothing to label")

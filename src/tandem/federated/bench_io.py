@@ -34,7 +34,7 @@ from tandem.federated.bench import (
     split_clients,
 )
 from tandem.io import read_jsonl, write_json_atomic, write_jsonl_atomic
-from tandem.types import Document, Question
+from tandem.types import Document, OnProgress, Question
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1
@@ -44,14 +44,16 @@ SPLITS = ("train", "dev", "test")
 class _CachedEncoder:
     """Encoder protocol over vectors computed once for the whole pool (stores overlap a lot)."""
 
-    def __init__(self, inner: Any, docs: Sequence[Document], batch_size: int, show_progress: bool) -> None:
+    def __init__(self, inner: Any, docs: Sequence[Document], batch_size: int, on_progress: OnProgress | None) -> None:
         self.name, self.dim, self.pooling = inner.name, inner.dim, inner.pooling
         self.backend = getattr(inner, "backend", None)
         self._inner = inner
-        vecs = inner.encode([d.contents for d in docs], batch_size=batch_size, show_progress=show_progress)
+        vecs = inner.encode([d.contents for d in docs], batch_size=batch_size, on_progress=on_progress)
         self._by_text = {d.contents: v for d, v in zip(docs, vecs, strict=True)}
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64,
+               on_progress: OnProgress | None = None) -> np.ndarray:
+        """The pool's vectors; texts outside the pool are encoded (and kept) now."""
         missing = [t for t in texts if t not in self._by_text]
         if missing:
             for t, v in zip(missing, self._inner.encode(missing, batch_size=batch_size), strict=True):
@@ -62,16 +64,17 @@ class _CachedEncoder:
 def build_bench(dataset: str | Path, out: str | Path, *, clients: int = 8, shots: Sequence[int] = (16, 32, 64),
                 dev: int = 25, test: int = 25, train_frac: float = 0.8, test_frac: float = 0.025,
                 split_frac: float = 0.1, rel_top: int = 5, encoder: str | Any = "minilm", seed: int = 0,
-                fmt: str | None = None, show_progress: bool = False) -> dict[str, Any]:
+                fmt: str | None = None, on_progress: OnProgress | None = None) -> dict[str, Any]:
     """Build a CRAB bench folder from ``dataset`` into ``out``; returns the manifest.
 
     ``encoder``: the frozen passage encoder, a name (loaded with sentence-transformers, the same code
-    the trainable query encoder uses) or an Encoder object.
+    the trainable query encoder uses) or an Encoder object. ``on_progress(done, total)`` follows the
+    encoding of the pool's passages.
     """
     from tandem.corpus import load_dataset
     from tandem.index import build_index
-    from tandem.outdir import atomic_dir
     from tandem.index.encoder import load_encoder
+    from tandem.outdir import atomic_dir
 
     shots = sorted({int(s) for s in shots})
     if not shots or shots[0] < 1:
@@ -95,7 +98,7 @@ def build_bench(dataset: str | Path, out: str | Path, *, clients: int = 8, shots
         by_id = {d.id: d for d in ds.passages}
         used = list(dict.fromkeys(p for ids in stores.stores.values() for p in ids))
         base = load_encoder(encoder, backend="st") if isinstance(encoder, str) else encoder
-        enc = _CachedEncoder(base, [by_id[p] for p in used], 64, show_progress)
+        enc = _CachedEncoder(base, [by_id[p] for p in used], 64, on_progress)
         for name, ids in stores.stores.items():
             build_index([by_id[p] for p in ids], tmp / "stores" / name, kind="dense", encoder=enc)
         train_qs = [q for s in splits for q in s.train]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,9 +21,9 @@ import torch
 
 from tandem.eval.qa_metrics import exact_match, f1_score
 from tandem.federated.model import CoRAGModel, ModelConfig, PassageStore, perplexity_distillation_loss
-from tandem.types import Question
+from tandem.types import OnProgress, Question
 
-Progress = Callable[[int, int], None]
+Progress = OnProgress
 
 
 @dataclass

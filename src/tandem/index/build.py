@@ -25,7 +25,7 @@ from tandem.index.manifest import Manifest, corpus_hash
 from tandem.index.store import DocStore
 from tandem.models import DEFAULT_ENCODER, canonical_name
 from tandem.outdir import atomic_dir, recover_swap
-from tandem.types import Document
+from tandem.types import Document, OnProgress
 
 KINDS: dict[str, tuple[str, ...]] = {"bm25": ("bm25",), "dense": ("dense",), "hybrid": ("bm25", "dense")}
 EXTRAS_DIR = "extras"
@@ -44,9 +44,10 @@ def build_index(
     dense_params: dict[str, Any] | None = None,
     batch_size: int = 64,
     extras: Sequence[ExtraBuilder] = (),
-    show_progress: bool = False,
+    on_progress: OnProgress | None = None,
 ) -> Manifest:
-    """Index ``docs`` into the folder ``out`` (replacing an existing index only once the new one is complete)."""
+    """Index ``docs`` into the folder ``out`` (replacing an existing index only once the new one is complete).
+    ``on_progress(done, total)`` follows the encoding of the passages for the dense component."""
     if kind not in KINDS:
         raise ConfigError(f"unknown index kind {kind!r}; choose one of {sorted(KINDS)}")
     if not docs:
@@ -67,7 +68,7 @@ def build_index(
             manifest.encoder_backend = getattr(enc, "backend", None)
         if "dense" in components and enc is not None:
             params = {**DEFAULT_DENSE, **(dense_params or {})}
-            vectors = enc.encode([d.contents for d in store.docs], batch_size=batch_size, show_progress=show_progress)
+            vectors = enc.encode([d.contents for d in store.docs], batch_size=batch_size, on_progress=on_progress)
             save_faiss(build_faiss(vectors, params), tmp)
             manifest.params["dense"] = params
         for builder in extras:

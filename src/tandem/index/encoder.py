@@ -16,7 +16,8 @@ onnxruntime (or, to build the model the first time, ``onnx``) is not installed o
 one the ONNX backends support. Every backend keeps the model's name in ``name`` so an index records
 which model made it; ``backend`` says which code path did.
 
-The exported models are cached under ``$TANDEM_CACHE_DIR/encoders/<key>/`` (default
+The exported models are cached under ``encoders/<key>/`` in tandem's cache root
+(:func:`tandem.models.cache_root`: ``$TANDEM_CACHE``, ``$XDG_CACHE_HOME/tandem`` or
 ``~/.cache/tandem``), where the key hashes the model folder, its weight files' sizes and mtimes,
 and the export recipe; a file is built only when missing, in a temporary file then renamed.
 """
@@ -27,16 +28,23 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from tandem.errors import ConfigError
-from tandem.models import DEFAULT_ENCODER, canonical_name, offline_env, resolve_model
+from tandem.io import atomic_path
+from tandem.models import (
+    DEFAULT_ENCODER,
+    cache_root,
+    canonical_name,
+    offline_env,
+    resolve_model,
+)
+from tandem.types import OnProgress
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +55,10 @@ DEFAULT_BACKEND = "onnx-int8"
 _ONNX_OPSET = 17
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
+#: Batches per ``SentenceTransformer.encode`` call when progress is reported (it sorts by length
+#: within a call, so larger chunks pad less).
+ST_PROGRESS_BATCHES = 8
+
 
 @runtime_checkable
 class Encoder(Protocol):
@@ -56,8 +68,9 @@ class Encoder(Protocol):
     dim: int
     pooling: str
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
-        """Encode texts; rows are unit-norm float32."""
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64,
+               on_progress: OnProgress | None = None) -> np.ndarray:
+        """Encode texts; rows are unit-norm float32. ``on_progress(done, total)`` counts texts encoded."""
         ...
 
 
@@ -80,18 +93,21 @@ class SentenceTransformerEncoder:
         self.dim = int(dim)
         self.pooling = _pooling_mode(self.model)
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
-        """Encode with ``SentenceTransformer.encode`` (normalised, float32, input order)."""
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64,
+               on_progress: OnProgress | None = None) -> np.ndarray:
+        """Encode with ``SentenceTransformer.encode`` (normalised, float32, input order). With
+        ``on_progress`` the texts go in chunks of :data:`ST_PROGRESS_BATCHES` batches, reported after each."""
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vecs = self.model.encode(
-            list(texts),
-            batch_size=batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=show_progress,
-        )
-        return np.ascontiguousarray(vecs, dtype=np.float32)
+        texts = list(texts)
+        chunk = len(texts) if on_progress is None else max(1, batch_size) * ST_PROGRESS_BATCHES
+        parts = []
+        for start in range(0, len(texts), chunk):
+            parts.append(self.model.encode(texts[start:start + chunk], batch_size=batch_size, convert_to_numpy=True,
+                                           normalize_embeddings=True, show_progress_bar=False))
+            if on_progress is not None:
+                on_progress(min(start + chunk, len(texts)), len(texts))
+        return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
 
 
 def _pooling_mode(model: object) -> str:
@@ -107,13 +123,8 @@ def _pooling_mode(model: object) -> str:
 
 
 def encoder_cache_dir() -> Path:
-    """Root folder of cached exported encoders: ``$TANDEM_CACHE_DIR/encoders`` or ``~/.cache/tandem/encoders``."""
-    root = os.environ.get("TANDEM_CACHE_DIR")
-    if root:
-        return Path(root).expanduser() / "encoders"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "tandem" / "encoders"
+    """Root folder of cached exported encoders: ``encoders/`` under :func:`tandem.models.cache_root`."""
+    return cache_root("encoders")
 
 
 def default_threads() -> int:
@@ -192,16 +203,9 @@ def _atomic_build(target: Path, build: Callable[[Path], object]) -> bool:
     """
     if target.exists():
         return False
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with atomic_path(target) as tmp:
         build(tmp)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
     return True
 
 
@@ -395,26 +399,26 @@ class OnnxEncoder:
                 mask[j, : len(seq)] = 1
             yield rows, input_ids, mask
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64, show_progress: bool = False) -> np.ndarray:
-        """Encode texts in input order; rows are unit-norm float32."""
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64,
+               on_progress: OnProgress | None = None) -> np.ndarray:
+        """Encode texts in input order; rows are unit-norm float32. ``on_progress(done, total)`` after each
+        batch, counting texts."""
         if isinstance(texts, str):
             raise TypeError("encode() takes a sequence of texts, not a single string")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         if len(texts) == 0:
             return out
         ids = self.tokenize(texts)
-        batches: Any = self._batches(ids, max(1, batch_size))
-        if show_progress and len(texts) > batch_size:  # no bar for a single batch
-            from tqdm import tqdm
-
-            batches = tqdm(batches, total=-(-len(texts) // max(1, batch_size)), desc="encode", unit="batch",
-                           disable=False)  # explicit: TQDM_DISABLE is for third-party bars
-        for rows, input_ids, mask in batches:
+        done = 0
+        for rows, input_ids, mask in self._batches(ids, max(1, batch_size)):
             feeds = {"input_ids": input_ids, "attention_mask": mask}
             if "token_type_ids" in self._input_names:
                 feeds["token_type_ids"] = np.zeros_like(input_ids)
             hidden = self.session.run(None, feeds)[0]
             out[rows] = self._pool(hidden, mask)
+            done += len(rows)
+            if on_progress is not None:
+                on_progress(done, len(texts))
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         out /= np.maximum(norms, 1e-12)
         return out

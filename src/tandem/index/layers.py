@@ -28,6 +28,7 @@ from tandem.index.build import ExtraBuilder
 from tandem.index.encoder import Encoder
 from tandem.index.store import DocStore
 from tandem.models import DEFAULT_ENCODER, offline_env, resolve_model
+from tandem.types import OnProgress
 
 PUNCTUATION = frozenset(",.?!:;-()\"'")
 CLS_MODES = ("mean", "cls")
@@ -77,26 +78,23 @@ class LayerEncoder:
         self._punct_ids = np.array([t in PUNCTUATION for t in vocab], dtype=bool)
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32, all_layer_tokens: bool = False,
-               show_progress: bool = False) -> LayerFeatures:
-        """Features of ``texts`` in order (batches are length-sorted for speed)."""
+               on_progress: OnProgress | None = None) -> LayerFeatures:
+        """Features of ``texts`` in order (batches are length-sorted for speed); ``on_progress(done, total)``
+        after each batch, counting texts."""
         import torch
 
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         parts: dict[int, tuple[np.ndarray, ...]] = {}
-        starts = range(0, len(order), batch_size)
-        if show_progress and len(order) > batch_size:  # no bar for a single batch
-            from tqdm import tqdm
-
-            starts = tqdm(starts, desc="layer features", unit="batch",
-                          disable=False)  # explicit: TQDM_DISABLE is for third-party bars
         with torch.inference_mode():
-            for start in starts:
+            for start in range(0, len(order), batch_size):
                 batch = order[start:start + batch_size]
                 enc = self.tokenizer([texts[i] for i in batch], padding=True, truncation=True,
                                      max_length=self.max_length, return_tensors="pt")
                 hidden = torch.stack(self.model(**enc, output_hidden_states=True).hidden_states, dim=1)
                 for row, i in enumerate(batch):
                     parts[i] = self._one(hidden[row], enc["input_ids"][row], enc["attention_mask"][row], all_layer_tokens)
+                if on_progress is not None:
+                    on_progress(start + len(batch), len(texts))
         return _concat([parts[i] for i in range(len(texts))], self.layers, self.dim, all_layer_tokens)
 
     def _one(self, hidden: object, ids: object, mask: object, all_layer_tokens: bool) -> tuple[np.ndarray, ...]:
@@ -145,8 +143,10 @@ def features_to_extras(features: LayerFeatures) -> dict[str, np.ndarray]:
     }
 
 
-def rala_extras(encoder: str | None = None, *, batch_size: int = 32, show_progress: bool = False) -> ExtraBuilder:
-    """An ``ExtraBuilder`` for ``build_index(..., extras=[rala_extras()])``: RaLa's document features.
+def rala_extras(encoder: str | None = None, *, batch_size: int = 32,
+                on_progress: OnProgress | None = None) -> ExtraBuilder:
+    """An ``ExtraBuilder`` for ``build_index(..., extras=[rala_extras()])``: RaLa's document features
+    (``on_progress(done, total)``: documents encoded).
 
     ``encoder`` defaults to the index's own encoder (its name or model path), so the stored
     features match the FAISS vectors.
@@ -154,7 +154,7 @@ def rala_extras(encoder: str | None = None, *, batch_size: int = 32, show_progre
 
     def build(store: DocStore, enc: Encoder) -> dict[str, np.ndarray]:
         layer_encoder = LayerEncoder(encoder or enc.name)
-        feats = layer_encoder.encode([d.contents for d in store.docs], batch_size=batch_size, show_progress=show_progress)
+        feats = layer_encoder.encode([d.contents for d in store.docs], batch_size=batch_size, on_progress=on_progress)
         return features_to_extras(feats)
 
     return build

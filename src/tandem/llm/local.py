@@ -2,9 +2,10 @@
 
 transformers can read the GGUF file directly (``gguf_file=``) but that takes 15-45 s each time
 (tokenizer/metadata parsing). So the first use converts it once into a plain transformers folder
-under the cache directory; later loads take well under a second and give identical logits:
+under tandem's cache root (:func:`tandem.models.cache_root`); later loads take well under a second
+and give identical logits:
 
-    ~/.cache/tandem/models/<name>-<key>/   (key: hash of GGUF size + mtime + transformers version)
+    <cache root>/models/<name>-<key>/   (key: hash of GGUF size + mtime + transformers version)
 
 The conversion writes into a temporary folder next to the target and renames it into place, so a
 crash or a concurrent conversion never leaves a half-written model behind.
@@ -16,21 +17,15 @@ import hashlib
 import importlib.util
 import json
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
 from tandem.errors import ConfigError, ModelNotFoundError
+from tandem.io import atomic_path
 from tandem.llm.hf import HFLLM
-from tandem.models import canonical_name, offline_env, resolve_model
+from tandem.models import cache_root, canonical_name, offline_env, resolve_model
 
 MARKER = "tandem-conversion.json"
-
-
-def cache_root() -> Path:
-    """Root of tandem's caches: ``$TANDEM_CACHE_DIR`` or ``~/.cache/tandem``."""
-    return Path(os.environ.get("TANDEM_CACHE_DIR") or Path.home() / ".cache" / "tandem")
 
 
 def conversion_key(gguf_path: str | Path) -> str:
@@ -44,7 +39,7 @@ def conversion_key(gguf_path: str | Path) -> str:
 
 def converted_dir(name: str, gguf_path: str | Path, cache_dir: str | Path | None = None) -> Path:
     """Folder the converted model of ``gguf_path`` lives in (whether or not it exists yet)."""
-    root = Path(cache_dir) if cache_dir is not None else cache_root() / "models"
+    root = Path(cache_dir) if cache_dir is not None else cache_root("models")
     return root / f"{name}-{conversion_key(gguf_path)}"
 
 
@@ -56,22 +51,22 @@ def ensure_converted(name: str = "smollm2", cache_dir: str | Path | None = None)
     target = converted_dir(short_name(name), gguf, cache_dir)
     if (target / MARKER).is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    with atomic_path(target, folder=True, place=_rename_unless_converted) as tmp:
         seconds = _convert(gguf, tmp)
         (tmp / MARKER).write_text(
             json.dumps({"source": str(gguf), "size": gguf.stat().st_size, "seconds": round(seconds, 1)}, indent=1)
         )
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / MARKER).is_file():  # not a concurrent winner: a real failure
-                raise
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _rename_unless_converted(tmp: Path, target: Path) -> None:
+    """Rename the finished conversion into place; a concurrent conversion that got there first wins
+    (the temp folder is then discarded)."""
+    try:
+        os.rename(tmp, target)
+    except OSError:
+        if not (target / MARKER).is_file():  # not a concurrent winner: a real failure
+            raise
 
 
 def _convert(gguf: Path, out: Path) -> float:

@@ -25,13 +25,13 @@ from typing import Any
 import httpx
 
 from tandem.errors import ConfigError, LLMError
-from tandem.secrets import redact, register_secret
 from tandem.llm.types import (
     LLMRequest,
     LLMResponse,
     truncate_at_stop,
     with_json_instruction,
 )
+from tandem.secrets import redact, register_secret
 
 JSON_MODES = ("auto", "prompt", "schema", "object")
 # GET /v1/models "owned_by" -> the structured output the server has (json_mode="auto")

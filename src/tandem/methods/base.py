@@ -42,15 +42,20 @@ class Search:
         return hits, [self.store.get(h.doc_id) for h in hits]
 
 
-def record_call(llm: LLM, step: Step, role: str, req: LLMRequest) -> LLMResponse:
+def record_call(llm: LLM, step: Step, role: str, req: LLMRequest, *,
+                send: Callable[[LLMRequest], LLMResponse] | None = None) -> LLMResponse:
     """Complete ``req`` and append the call to ``step`` (the one place method LLM calls are recorded).
     A prompt longer than the LLM's context window is cut first (:func:`fit_to_context`); the call
-    records how many characters went."""
+    records how many characters went. ``send`` answers the request instead of ``llm.complete`` (a
+    method that builds the model's input itself, e.g. R²AG's prompt embeddings); its prompt is not cut."""
     observer = current_observer()
     if observer is not None:
         observer.check()  # a cancelled request stops before its next LLM call
-    req, cut = fit_to_context(req, context_window(llm))
-    resp = llm.complete(req)
+    cut = 0
+    if send is None:
+        req, cut = fit_to_context(req, context_window(llm))
+        send = llm.complete
+    resp = send(req)
     step.llm_calls.append(LLMCall(
         role=role, messages=tuple(m.to_dict() for m in req.messages), output=resp.text,
         prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens,
@@ -114,7 +119,7 @@ def call_structured(llm: LLM, step: Step, role: Role, messages: Sequence[Message
     where the backend can), ``parse`` turns the reply into a value or raises ParseError. A failed reply
     is retried up to ``attempts`` calls in all: ``retry="repair"`` sends the conversation back with a
     repair instruction, ``"resample"`` asks the same prompt again sampling at ``retry_temperature``
-    (seed = attempt). The outcome (parsed / repaired / fallback) is recorded on the last call and a
+    (seed = attempt). A rejected reply's call carries ``parse_error`` and ``raw_reply``. The outcome (parsed / repaired / fallback) is recorded on the last call and a
     fallback in ``step.notes["fallbacks"]`` as ``"<role>: <fallback>"``. Returns (value or None, the
     first reply's text)."""
     if retry not in ("repair", "resample"):
@@ -130,6 +135,7 @@ def call_structured(llm: LLM, step: Step, role: Role, messages: Sequence[Message
         try:
             value = parse(resp.text)
         except ParseError as exc:
+            step.llm_calls[-1] = replace(step.llm_calls[-1], parse_error=str(exc), raw_reply=exc.raw or resp.text)
             step.notes.setdefault("parse_errors", []).append(f"{role.name}: {exc}")
             if retry == "repair":
                 note = REPAIR_PROMPT.format(error=str(exc).split(": ", 1)[-1][:200])

@@ -26,8 +26,8 @@ import torch
 from tandem.errors import ConfigError
 from tandem.index.encoder import Encoder
 from tandem.index.store import DocStore
-from tandem.llm.types import LLM
-from tandem.methods.base import Search
+from tandem.llm.types import LLM, LLMRequest, Message
+from tandem.methods.base import Search, record_call
 from tandem.methods.r2ag_prompts import build_prompt, choose_placeholder, parse_answer
 from tandem.methods.settings import R2AGSettings
 from tandem.train.r2former import (
@@ -35,7 +35,7 @@ from tandem.train.r2former import (
     list_features,
     sort_by_relevance,
 )
-from tandem.types import Answer, Document, Hit, LLMCall, Question, Step, Trace
+from tandem.types import Answer, Document, Hit, Question, Step, Trace
 
 
 def rank_and_featurize(encoder: Encoder, question: str, docs: Sequence[Document], *, drop: Sequence[str] = (),
@@ -133,11 +133,11 @@ class R2AG:
             embeds = self.llm.embed_ids(torch.tensor([prompt.ids]))[0]
             if self.inject:
                 embeds = inject(embeds, prompt.positions, vectors[0])
-        resp = self.llm.generate_from_embeds(embeds[None], max_tokens=self.max_tokens, temperature=0.0)
         step = trace.add(Step("answer", notes={"placeholder": self.placeholder[0], "positions": prompt.positions,
                                                "injected": self.inject}))
-        step.llm_calls.append(LLMCall("answer", ({"role": "user", "content": prompt.text},), resp.text,
-                                      resp.prompt_tokens, resp.completion_tokens, resp.latency_s))
+        req = LLMRequest((Message("user", prompt.text),), max_tokens=self.max_tokens, temperature=0.0)
+        resp = record_call(self.llm, step, "answer", req, send=lambda r: self.llm.generate_from_embeds(
+            embeds[None], max_tokens=r.max_tokens, temperature=r.temperature))
         return Answer(question.id, parse_answer(resp.text), trace, self.name)
 
 

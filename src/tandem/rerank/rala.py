@@ -38,7 +38,8 @@ from tandem.index.build import Index
 from tandem.index.layers import CLS_MODES, EXTRA_PREFIX, LayerEncoder, LayerFeatures
 from tandem.index.store import DocStore
 from tandem.rerank.base import ranked
-from tandem.retrieve.base import hits_from_arrays
+from tandem.retrieve.base import BatchRetriever
+from tandem.retrieve.dense import faiss_hits
 from tandem.retrieve.hybrid import rrf_scores
 from tandem.types import Hit
 
@@ -193,7 +194,7 @@ class RaLaReranker:
         return ranked(ids, [fused[d] for d in ids], self.name, k)
 
 
-class SharedDenseRetriever:
+class SharedDenseRetriever(BatchRetriever):
     """Dense first stage whose query vector comes from RaLa's own forward pass (the mean-pooled last
     layer, i.e. the sentence embedding of a mean-pooled model), so reranking adds no second encoding.
     Only valid when the index was built with the same mean-pooled model (``compatible``)."""
@@ -210,15 +211,9 @@ class SharedDenseRetriever:
         m = index.manifest
         return index.has("dense") and m.pooling == "mean" and m.encoder == encoder.name
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.search_batch([query], k)[0]
-
-    def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
-        if not queries:
-            return []
+    def _search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
         vectors = np.concatenate([self.reranker.encode_query(q).pooled for q in queries])
-        scores, rows = self.index.faiss.search(vectors, min(k, len(self.doc_ids)))
-        return [hits_from_arrays(self.doc_ids, r, s, self.name) for r, s in zip(rows, scores, strict=True)]
+        return faiss_hits(self.index.faiss, self.doc_ids, vectors, k, self.name)
 
 
 def open_rala(index: Index, *, encoder: str | None = None, **options: object) -> RaLaReranker:

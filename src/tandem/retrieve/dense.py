@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from tandem.index.build import Index
-from tandem.retrieve.base import hits_from_arrays
+from tandem.retrieve.base import BatchRetriever, hits_from_arrays
 from tandem.types import Hit
 
 
-class DenseRetriever:
+def faiss_hits(faiss: Any, doc_ids: Sequence[str], vectors: np.ndarray, k: int, source: str) -> list[list[Hit]]:
+    """Top-``k`` hits of a FAISS inner-product index for each query vector (rows are ``doc_ids``)."""
+    scores, rows = faiss.search(np.ascontiguousarray(vectors, dtype=np.float32), min(k, len(doc_ids)))
+    return [hits_from_arrays(doc_ids, r, s, source) for r, s in zip(rows, scores, strict=True)]
+
+
+class DenseRetriever(BatchRetriever):
     """Cosine similarity between normalised query and document vectors."""
 
     name = "dense"
@@ -22,16 +29,9 @@ class DenseRetriever:
         self.encoder = index.encoder
         self.doc_ids = [d.id for d in index.store.docs]
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.search_batch([query], k)[0]
-
     def search_vectors(self, vectors: np.ndarray, k: int = 10) -> list[list[Hit]]:
         """Search with already encoded, normalised query vectors."""
-        k = min(k, len(self.doc_ids))
-        scores, rows = self.faiss.search(np.ascontiguousarray(vectors, dtype=np.float32), k)
-        return [hits_from_arrays(self.doc_ids, r, s, self.name) for r, s in zip(rows, scores, strict=True)]
+        return faiss_hits(self.faiss, self.doc_ids, vectors, k, self.name)
 
-    def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
-        if not queries:
-            return []
+    def _search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
         return self.search_vectors(self.encoder.encode(list(queries)), k)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tandem.errors import ConfigError
-from tandem.retrieve.base import Retriever
+from tandem.retrieve.base import BatchRetriever, Retriever
 from tandem.types import Hit
 
 FUSIONS = ("rrf", "weighted")
@@ -38,7 +38,7 @@ def weighted_scores(rankings: Sequence[list[Hit]], weights: Sequence[float]) -> 
     return fused
 
 
-class HybridRetriever:
+class HybridRetriever(BatchRetriever):
     """Runs each retriever to ``depth`` and fuses their rankings."""
 
     name = "hybrid"
@@ -60,12 +60,7 @@ class HybridRetriever:
             raise ConfigError(f"{len(self.weights)} fusion weights for {len(self.retrievers)} retrievers")
         self.fusion, self.depth, self.rrf_c = fusion, depth, rrf_c
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.search_batch([query], k)[0]
-
-    def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
-        if not queries:
-            return []
+    def _search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
         depth = max(self.depth, k)
         per_retriever = [r.search_batch(queries, depth) for r in self.retrievers]
         out = []

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from tandem.index.bm25 import tokenize
 from tandem.index.build import Index
-from tandem.retrieve.base import hits_from_arrays
+from tandem.retrieve.base import BatchRetriever, hits_from_arrays
 from tandem.types import Hit
 
 
-class BM25Retriever:
+class BM25Retriever(BatchRetriever):
     """Lexical retrieval: bm25s scores over title + text; documents with score 0 are not returned."""
 
     name = "bm25"
@@ -21,12 +19,7 @@ class BM25Retriever:
         self.params = index.manifest.params["bm25"]
         self.doc_ids = [d.id for d in index.store.docs]
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        return self.search_batch([query], k)[0]
-
-    def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
-        if not queries:
-            return []
+    def _search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
         k = min(k, len(self.doc_ids))
         rows, scores = self.model.retrieve(tokenize(queries, self.params), k=k, show_progress=False, n_threads=1)
         out = []

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -172,10 +172,10 @@ def _lora(llm: Any, config: R2AGTrainConfig) -> Any:
 
 def train_r2ag(llm: Any, train: Sequence[RankedList], val: Sequence[RankedList], out: str | Path,
                config: R2AGTrainConfig, *, encoder_name: str = "minilm", resume: bool = True,
-               progress: bool = True) -> dict[str, Any]:
-    """Train an R²-Former for ``llm`` (an in-process HF model, frozen unless ``lora_r``) into ``out``."""
-    from tqdm import tqdm
-
+               on_step: Callable[[int, int, float], None] | None = None) -> dict[str, Any]:
+    """Train an R²-Former for ``llm`` (an in-process HF model, frozen unless ``lora_r``) into ``out``.
+    ``on_step(step, total, loss)`` after each optimizer step (``loss``: L_LM + w L_relevance of the step;
+    on a resumed run ``step`` starts past 1)."""
     if not train:
         raise ConfigError("no training questions with gold answers and documents")
     out = Path(out)
@@ -228,7 +228,6 @@ def train_r2ag(llm: Any, train: Sequence[RankedList], val: Sequence[RankedList],
 
     model.train()
     start, spent = time.monotonic(), float(log["minutes"])
-    bar = tqdm(total=total, initial=step, desc="train r2ag", disable=not progress, dynamic_ncols=True)
     while step < total:
         epoch, at = divmod(step, steps_per_epoch)
         order = list(range(len(train)))
@@ -245,8 +244,8 @@ def train_r2ag(llm: Any, train: Sequence[RankedList], val: Sequence[RankedList],
         sched.step()
         step += 1
         log["train_loss"].append([step, round(lm_sum / len(batch), 4), round(rel_sum / len(batch), 4)])
-        bar.update(1)
-        bar.set_postfix(lm=f"{lm_sum / len(batch):.3f}", rel=f"{rel_sum / len(batch):.3f}")
+        if on_step is not None:
+            on_step(step, total, (lm_sum + config.relevance_weight * rel_sum) / len(batch))
         elapsed = spent + (time.monotonic() - start) / 60
         log["minutes"] = round(elapsed, 2)
         over = elapsed >= config.max_minutes
@@ -257,7 +256,6 @@ def train_r2ag(llm: Any, train: Sequence[RankedList], val: Sequence[RankedList],
         if over:
             log["stopped_early"] = f"time cap {config.max_minutes} min reached at step {step} of {total}"
             break
-    bar.close()
     log["steps"], log["planned_steps"] = step, total
     log["val_after"] = log["val_history"][-1] if log["val_history"] else None
     checkpoint()

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from tandem.index.store import DocStore
-from tandem.outdir import atomic_dir
 from tandem.models import DEFAULT_ENCODER, offline_env, resolve_model
+from tandem.outdir import atomic_dir
 from tandem.types import Question
 
 

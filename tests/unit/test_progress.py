@@ -1,0 +1,68 @@
+"""Progress: library code reports ``on_progress(done, total)``; the CLI bar appears only for work
+lasting over its delay."""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from tandem.cli.common import progress_bar
+from tandem.index import build_index
+from tandem.testing.encoders import HashingEncoder
+from tandem.types import Document
+
+
+def _console(terminal: bool = True) -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    return Console(file=buf, force_terminal=terminal, force_interactive=terminal, width=100), buf
+
+
+def test_build_index_reports_encoding_progress_with_rising_counts(tmp_path: Path) -> None:
+    docs = [Document(f"d{i}", f"title {i}", f"passage number {i} about rivers") for i in range(10)]
+    seen: list[tuple[int, int]] = []
+    build_index(docs, tmp_path / "idx", kind="dense", encoder=HashingEncoder(), batch_size=3,
+                on_progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(3, 10), (6, 10), (9, 10), (10, 10)]
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_short_work_draws_no_bar(terminal: bool) -> None:
+    target, buf = _console(terminal)
+    with progress_bar(delay=5.0, target=target) as bar:
+        report = bar.callback("encode")
+        for i in range(1, 4):
+            report(i, 3)
+    assert not bar.live.is_started
+    assert buf.getvalue() == ""  # not even a blank line when piped
+
+
+def test_long_work_draws_the_bar_with_what_was_reported() -> None:
+    target, buf = _console()
+    with progress_bar(delay=0.05, target=target) as bar:
+        report = bar.callback("encode")
+        report(1, 4)
+        deadline = time.monotonic() + 5
+        while not bar.live.is_started and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert bar.live.is_started
+        report(4, 4)
+    assert not bar.live.is_started
+    assert "encode" in buf.getvalue() and "4/4" in buf.getvalue()
+
+
+def test_a_stage_that_never_reports_adds_no_task() -> None:
+    target, _ = _console()
+    with progress_bar(delay=5.0, target=target) as bar:
+        bar.callback("encode")
+        progress = bar.labelled()
+        progress("train client 0", 1, 2)
+        progress("train client 0", 2, 2)
+        progress("eval client 0", 1, 1)
+        on_step = bar.training("train")
+        on_step(3, 10, 0.25)
+    tasks = {t.description: (t.completed, t.total) for t in bar.tasks}
+    assert tasks == {"train client 0": (2, 2), "eval client 0": (1, 1), "train loss 0.250": (3, 10)}
