@@ -141,7 +141,7 @@ def unrolled(args: argparse.Namespace, questions: list[Question], idx: Index, ra
             handle.write(json.dumps(done[q.id], ensure_ascii=False) + "\n")
             handle.flush()
     recs = [done[q.id] for q in questions]
-    units = {q.id: Unrolled(tuple(r["sub_questions"]), tuple(tuple(t) for t in r["chain"])) for q, r in zip(questions, recs)}
+    units = {q.id: Unrolled(tuple(r["sub_questions"]), tuple(tuple(t) for t in r["chain"])) for q, r in zip(questions, recs, strict=True)}
     stage = _stages(idx, rala)["dense"]
     rows: dict = {}
     for parts, masks in itertools.product(QUERY_PARTS, ("drop", "keep")):

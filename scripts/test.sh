@@ -18,4 +18,6 @@ else
   export TANDEM_VLLM_UNAVAILABLE="TANDEM_SKIP_VLLM is set"
 fi
 . .venv/bin/activate
+# lint first (pyproject.toml [tool.ruff]): a finding fails the run before the tests
+python -m ruff check src tests benchmarks scripts
 python -m pytest tests -q "$@"

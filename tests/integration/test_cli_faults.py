@@ -9,7 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from tests.conftest import shared
 
 pytestmark = pytest.mark.integration

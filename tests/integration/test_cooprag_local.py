@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.conftest import shared
 
 from tandem.corpus import load_dataset
 from tandem.index import build_index, open_index
@@ -19,7 +20,6 @@ from tandem.llm import load_llm
 from tandem.methods import Search, build_method
 from tandem.rerank.rala import SharedDenseRetriever, StoredFeatures, open_rala
 from tandem.retrieve import open_retriever
-from tests.conftest import shared
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

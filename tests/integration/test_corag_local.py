@@ -9,6 +9,7 @@ import json
 
 import numpy as np
 import pytest
+from tests.conftest import shared
 
 from tandem.eval.rundir import RunDir
 from tandem.federated.bench_io import Bench, build_bench
@@ -16,7 +17,6 @@ from tandem.federated.corag import finish, run_baseline, simulate
 from tandem.federated.local import TrainSettings
 from tandem.federated.model import ModelConfig
 from tandem.federated.spec import RunSpec
-from tests.conftest import shared
 
 pytestmark = pytest.mark.integration
 

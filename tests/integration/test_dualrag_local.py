@@ -4,6 +4,7 @@ dev500 question's own paragraphs, max_iter=2. Checks the loop's shape, not answe
 from __future__ import annotations
 
 import pytest
+from tests.conftest import shared
 
 from tandem.corpus import load_dataset
 from tandem.index import build_index, open_index
@@ -11,7 +12,6 @@ from tandem.llm import load_llm
 from tandem.methods import Search, build_method
 from tandem.render import render_trace
 from tandem.retrieve import open_retriever
-from tests.conftest import shared
 
 pytestmark = pytest.mark.integration
 

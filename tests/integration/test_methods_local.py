@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.conftest import shared
 
 from tandem.corpus import load_dataset
 from tandem.index import build_index, open_index
 from tandem.llm import load_llm
 from tandem.methods import METHODS, Search, build_method
 from tandem.retrieve import open_retriever
-from tests.conftest import shared
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

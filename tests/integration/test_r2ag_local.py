@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.conftest import shared
 
 from tandem.corpus import load_dataset
 from tandem.index.encoder import load_encoder
@@ -14,7 +15,6 @@ from tandem.methods.r2ag import R2AG
 from tandem.methods.settings import R2AGSettings
 from tandem.train import r2ag as tr
 from tandem.train.r2former import load_r2former
-from tests.conftest import shared
 
 pytestmark = pytest.mark.integration
 

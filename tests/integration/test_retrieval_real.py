@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from tests.conftest import shared
 
 from tandem.corpus import load_dataset
 from tandem.eval.retrieval import evaluate_retrieval
 from tandem.index import build_index, open_index
 from tandem.retrieve import open_retriever
-from tests.conftest import shared
 
 pytestmark = pytest.mark.integration
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.conftest import shared
 
 from tandem.corpus import load_dataset
 from tandem.index import build_index, open_index
@@ -28,7 +29,6 @@ from tandem.methods.r2ag import R2AG
 from tandem.methods.settings import R2AGSettings
 from tandem.retrieve import open_retriever
 from tandem.train.r2former import R2Former, R2FormerConfig
-from tests.conftest import shared
 
 pytestmark = pytest.mark.integration
 PORT = int(os.environ.get("TANDEM_VLLM_TEST_PORT", "8012"))

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.conftest import shared
 
 from tandem.llm.jsonparse import validate
 from tandem.llm.types import LLMRequest, Message
 from tandem.methods.dualrag_prompts import SCHEMAS
 from tandem.testing.baselines import FIGURES, METHOD_SETTINGS, reader_reply, schema_instance
-from tests.conftest import shared
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from tests.conftest import shared
 from typer.testing import CliRunner
 
 from tandem.cli import app
@@ -15,7 +16,6 @@ from tandem.errors import ConfigError
 from tandem.eval.runner import PREDICTIONS
 from tandem.methods.settings import SETTINGS, DualRAGSettings
 from tandem.testing.fake_llm import FakeLLM
-from tests.conftest import shared
 
 
 def test_every_method_documents_every_setting_and_round_trips():

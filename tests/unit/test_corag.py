@@ -199,7 +199,7 @@ def test_fedavg_matches_flower():
     rng = np.random.default_rng(0)
     updates = [{"x": rng.normal(size=(3, 2)).astype(np.float32), "y": rng.normal(size=5).astype(np.float32)} for _ in range(3)]
     counts = [16, 32, 64]
-    records = [RecordDict({"arrays": to_record(u), "metrics": MetricRecord({"num-examples": n})}) for u, n in zip(updates, counts)]
+    records = [RecordDict({"arrays": to_record(u), "metrics": MetricRecord({"num-examples": n})}) for u, n in zip(updates, counts, strict=True)]
     theirs = from_record(aggregate_arrayrecords(records, "num-examples"))
     ours = fedavg(updates, counts)
     for k in ours:
@@ -226,12 +226,12 @@ def test_pd_loss_matches_hand_computation():
     p_lm = [x / sum(p_lm) for x in p_lm]
     p_r = [math.exp(x) for x in (2.0, 0.0, -1.0)]
     p_r = [x / sum(p_r) for x in p_r]
-    kl = sum(a * math.log(a / b) for a, b in zip(p_lm, p_r))
+    kl = sum(a * math.log(a / b) for a, b in zip(p_lm, p_r, strict=True))
     assert perplexity_distillation_loss(scores, logliks).item() == pytest.approx(kl, rel=1e-5)
     # temperature 2 on the reader side flattens the target
     p2 = [math.exp(x / 2) for x in (-0.5, -2.0, -4.0)]
     p2 = [x / sum(p2) for x in p2]
-    kl2 = sum(a * math.log(a / b) for a, b in zip(p2, p_r))
+    kl2 = sum(a * math.log(a / b) for a, b in zip(p2, p_r, strict=True))
     assert perplexity_distillation_loss(scores, logliks, lm_temperature=2.0).item() == pytest.approx(kl2, rel=1e-5)
 
 

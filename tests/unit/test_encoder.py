@@ -198,7 +198,7 @@ def test_encoders_report_progress_with_rising_counts(
     texts = [f"Sentence number {i} about a river and a city." for i in range(21)]
     for enc, batch_size in ((fp32_encoder, 4), (st_encoder, 1)):
         seen: list[tuple[int, int]] = []
-        vecs = enc.encode(texts, batch_size=batch_size, on_progress=lambda d, t: seen.append((d, t)))
+        vecs = enc.encode(texts, batch_size=batch_size, on_progress=lambda d, t, seen=seen: seen.append((d, t)))
         done = [d for d, _ in seen]
         assert len(seen) >= 3 and done == sorted(done) and len(set(done)) == len(done), enc.backend
         assert seen[-1] == (21, 21) and {t for _, t in seen} == {21}

@@ -7,7 +7,6 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from tandem.methods.settings import DualRAGSettings
 from tandem.cli import app
 from tandem.errors import ConfigError
 from tandem.eval.runner import run_qa
@@ -15,6 +14,7 @@ from tandem.index import build_index, open_index
 from tandem.llm.options import parse_pairs, split_llm_options
 from tandem.methods import Search
 from tandem.methods.dualrag import DualRAG
+from tandem.methods.settings import DualRAGSettings
 from tandem.retrieve import open_retriever
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Question

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
+from tests.conftest import shared
 
 from tandem.corpus import load_corpus, load_dataset, load_folder, sniff_format
 from tandem.errors import DataError
 from tandem.types import doc_id_for
-from tests.conftest import shared
 
 
 def _gold_titles(ds, q):

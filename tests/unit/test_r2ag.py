@@ -240,7 +240,7 @@ def test_train_checkpoint_resume_matches_uninterrupted_run(tiny_llm, docs, tmp_p
                   on_step=lambda step, total, loss: resumed.append(step))
     assert resumed == [2, 3, 4]  # counted on from the checkpoint
     a, b = load_r2former(tmp_path / "a"), load_r2former(tmp_path / "b")
-    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+    for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
         assert torch.allclose(x, y, atol=1e-5), name
     with pytest.raises(ConfigError, match="other settings"):
         tr.train_r2ag(tiny_llm, lists, [], tmp_path / "b", tr.R2AGTrainConfig(**{**cfg, "lr": 1.0}))

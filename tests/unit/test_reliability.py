@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.conftest import shared
 
 from tandem.corpus import load_corpus
 from tandem.errors import ConfigError, DataError, LLMError, RunError
@@ -31,7 +32,6 @@ from tandem.outdir import MARKER, folder_lock
 from tandem.testing.fake_llm import FakeLLM
 from tandem.testing.fake_server import FakeOpenAIServer, Fault
 from tandem.types import Document, Question
-from tests.conftest import shared
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "sk-test-7f3a9c1e5b2d4f60"

@@ -121,10 +121,10 @@ class R2AG:
         with torch.no_grad():
             vectors, logits = self.model(torch.from_numpy(feats)[None])
         scores = torch.sigmoid(logits[0]).tolist()
-        trace.add(Step("features", hits=[Hit(d.id, float(f[0]), i + 1, "r2ag") for i, (d, f) in enumerate(zip(ranked, feats))],
+        trace.add(Step("features", hits=[Hit(d.id, float(f[0]), i + 1, "r2ag") for i, (d, f) in enumerate(zip(ranked, feats, strict=True))],
                        notes={"features": [{"doc_id": d.id, "r": round(float(f[0]), 4), "gamma": round(float(f[1]), 4),
                                             "zeta": round(float(f[2]), 4), "relevance": round(s, 4)}
-                                           for d, f, s in zip(ranked, feats, scores)],
+                                           for d, f, s in zip(ranked, feats, scores, strict=True)],
                               "dropped": list(self.model.config.drop_features)}))
         trace.read([d.id for d in ranked])
         prompt = build_prompt(self.llm.tokenizer, question.text, ranked, self.placeholder, template=self.template,
