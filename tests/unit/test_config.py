@@ -110,3 +110,21 @@ def test_public_api_indexes_plain_texts_and_asks_in_three_lines(tmp_path):
     assert {d.id for d in tandem.as_documents(["x", "x"])} == {tandem.as_documents(["x"])[0].id, tandem.as_documents(["x"])[0].id + "#1"}
     with pytest.raises(ConfigError, match="unknown setting 'kk'"):
         tandem.ask("Where?", index, method="naive_rag", llm="fake:x", kk=2)
+
+
+def test_naive_rag_takes_a_reranker_by_name(small_docs, tmp_path):
+    from tandem.index import build_index, open_index
+    from tandem.methods.base import Search
+    from tandem.rerank import BiEncoderReranker
+    from tandem.retrieve import open_retriever
+    from tandem.testing.encoders import HashingEncoder
+    from tandem.types import Question
+
+    build_index(small_docs, tmp_path / "idx", kind="dense", encoder=HashingEncoder())
+    idx = open_index(tmp_path / "idx")
+    idx.__dict__["encoder"] = HashingEncoder()  # the test encoder is not loadable by name
+    method = build_method("naive_rag", FakeLLM(default="Warsaw"), Search(open_retriever(idx), idx.store),
+                          reranker="bi_encoder", k=2, candidates=4)
+    assert isinstance(method.reranker, BiEncoderReranker)
+    answer = method.answer(Question("q", "Where was Marie Curie born?"))
+    assert answer.text == "Warsaw" and len(answer.trace.steps[0].hits) == 2
