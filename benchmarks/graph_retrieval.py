@@ -1,0 +1,179 @@
+"""Graph retrieval (personalized PageRank over the passage graph) against bm25 / dense / hybrid.
+
+Two modes, both printing JSON:
+
+    # settings search, on HotpotQA dev500 questions 250-499 only
+    python benchmarks/graph_retrieval.py tune --work indexes/bench-graph > runs/graph-tune.json
+    # figures on every set: R@2/5/10, all-gold@5, MRR, nDCG@10, build time, graph size, query p50/p95
+    python benchmarks/graph_retrieval.py report --work indexes/bench-graph > runs/graph-report.json
+
+``--work`` holds one hybrid + graph index per set, built once and reused (``--rebuild`` to time the
+builds again). Sets: ``hotpotqa`` (dev500 pool; figures for all 500, the tuning half 250-499 and the
+held-out half 0-249), ``musique`` (MuSiQue-100 with its corpus) and ``fixtures`` (the 2WikiMultihopQA
+and HotpotQA examples of ../shared/data/fixtures in their original formats, one pool, 20 questions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tandem.corpus import load_dataset
+from tandem.eval.retrieval import evaluate_retrieval
+from tandem.index import add_extras, build_index, open_index
+from tandem.index.encoder import load_encoder
+from tandem.index.graph import GraphExtra
+from tandem.models import offline_env
+from tandem.retrieve import open_retriever
+from tandem.retrieve.graph import DEFAULT_GRAPH_RETRIEVAL, GraphRetriever
+from tandem.types import Hit, Question
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SETS = {
+    "hotpotqa": [SHARED / "hotpotqa/dev500.jsonl"],
+    "musique": [SHARED / "musique/hipporag_100.json"],
+    "fixtures": [SHARED / "fixtures/wiki_example.jsonl", SHARED / "fixtures/hotpot_example.jsonl"],
+}
+TUNE = slice(250, 500)
+HELD_OUT = slice(0, 250)
+METRICS = ("recall@2", "recall@5", "recall@10", "all_gold@5", "mrr", "ndcg@10")
+
+
+def load_set(name: str) -> tuple[list[Question], list]:
+    """Questions and passage pool of a set (several files: pools merged, duplicates by id dropped)."""
+    questions: list[Question] = []
+    pool: dict[str, Any] = {}
+    for path in SETS[name]:
+        ds = load_dataset(path)
+        questions += ds.questions
+        for doc in ds.passages:
+            pool.setdefault(doc.id, doc)
+    return questions, list(pool.values())
+
+
+def ensure_index(name: str, work: Path, rebuild: bool) -> tuple[Any, dict[str, float]]:
+    """The set's hybrid index with the graph extra, and build times (hybrid; graph added on top)."""
+    questions, passages = load_set(name)
+    folder = work / name
+    times: dict[str, float] = {}
+    if rebuild or not (folder / "manifest.json").exists():
+        encoder = load_encoder("minilm")
+        start = time.perf_counter()
+        build_index(passages, folder, kind="hybrid", encoder=encoder)
+        times["hybrid_build_s"] = round(time.perf_counter() - start, 2)
+        start = time.perf_counter()
+        add_extras(folder, [GraphExtra()])
+        times["graph_add_s"] = round(time.perf_counter() - start, 2)
+    return open_index(folder, corpus=passages), times
+
+
+def scores(questions: Sequence[Question], retriever: Any) -> dict[str, float]:
+    _, metrics = evaluate_retrieval(questions, retriever, (2, 5, 10))
+    return {m: round(100 * metrics[m], 1) for m in METRICS}
+
+
+def latency_ms(retriever: Any, queries: list[str], k: int = 10) -> dict[str, float]:
+    retriever.search(queries[0], k)  # warm-up
+    times = []
+    for q in queries:
+        start = time.perf_counter()
+        retriever.search(q, k)
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return {"p50_ms": round(statistics.median(times), 2), "p95_ms": round(times[int(0.95 * (len(times) - 1))], 2)}
+
+
+class Cached:
+    """A first stage whose rankings are computed once per query (the settings search reuses them)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name, self.memo = inner, inner.name, {}
+
+    def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        todo = [q for q in queries if (q, k) not in self.memo]
+        for q, hits in zip(todo, self.inner.search_batch(todo, k) if todo else [], strict=True):
+            self.memo[(q, k)] = hits
+        return [self.memo[(q, k)] for q in queries]
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        return self.search_batch([query], k)[0]
+
+
+GRID = {
+    "first_stage": ["hybrid", "dense"],
+    "seeds": [2, 3, 5, 8],
+    "damping": [0.3, 0.5, 0.7],
+    "fusion_weight": [0.3, 0.5, 0.7, 0.9],
+    "reverse_weight": [0.0, 0.5, 1.0],
+    "entity_weight": [0.0, 0.5],
+    "seed_weighting": ["score", "rank"],
+}
+
+
+def tune(work: Path, rebuild: bool) -> dict[str, Any]:
+    """Every GRID combination on dev500 questions 250-499; best by R@5 (ties: nDCG@10)."""
+    idx, _ = ensure_index("hotpotqa", work, rebuild)
+    questions = load_set("hotpotqa")[0][TUNE]
+    firsts = {kind: Cached(open_retriever(idx, kind)) for kind in GRID["first_stage"]}
+    out: dict[str, Any] = {"questions": "hotpotqa dev500 250-499",
+                           "first_stage": {kind: scores(questions, r) for kind, r in firsts.items()}, "runs": []}
+    keys = list(GRID)
+    for values in itertools.product(*GRID.values()):
+        settings = dict(zip(keys, values, strict=True))
+        retriever = GraphRetriever(idx, firsts[settings["first_stage"]], **{k: v for k, v in settings.items() if k != "first_stage"})
+        out["runs"].append({**settings, **scores(questions, retriever)})
+    out["runs"].sort(key=lambda r: (-r["recall@5"], -r["ndcg@10"]))
+    out["best"] = out["runs"][0]
+    out["runs"] = out["runs"][:25]
+    return out
+
+
+def report(work: Path, rebuild: bool, sets: Sequence[str], queries: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """Figures of bm25 / dense / hybrid / graph (and graph two-hop) on each set."""
+    out: dict[str, Any] = {"graph_settings": {**DEFAULT_GRAPH_RETRIEVAL, **settings}}
+    for name in sets:
+        idx, times = ensure_index(name, work, rebuild)
+        questions = load_set(name)[0]
+        parts = {"all": questions} if name != "hotpotqa" else {"all": questions, "0-249 (held out)": questions[HELD_OUT],
+                                                                "250-499 (tuning)": questions[TUNE]}
+        graph = idx.manifest.params["graph"]
+        entry: dict[str, Any] = {"passages": idx.manifest.doc_count, "questions": len(questions), **times,
+                                 "graph_edges": {"mention": graph["mention_edges"], "entity": graph["entity_edges"]},
+                                 "graph_bytes": sum((idx.folder / "extras" / f"{n}.npy").stat().st_size
+                                                    for n in idx.manifest.extras if n.startswith("graph_"))}
+        kinds: dict[str, tuple[str, dict[str, Any]]] = {
+            "bm25": ("bm25", {}), "dense": ("dense", {}), "hybrid": ("hybrid", {}), "graph": ("graph", settings),
+            "graph two-hop": ("graph", {**settings, "two_hop": True}),
+        }
+        for label, (kind, options) in kinds.items():
+            retriever = open_retriever(idx, kind, **options)
+            entry[label] = {part: scores(qs, retriever) for part, qs in parts.items()}
+            entry[label].update(latency_ms(retriever, [q.text for q in questions[:queries]]))
+        out[name] = entry
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=("tune", "report"))
+    parser.add_argument("--work", type=Path, default=Path("indexes/bench-graph"))
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
+    parser.add_argument("--queries", type=int, default=200, help="queries timed for latency")
+    parser.add_argument("--rebuild", action="store_true", help="build the indexes again (and time the builds)")
+    parser.add_argument("--set", dest="settings", action="append", default=[], help="graph retriever KEY=VALUE")
+    args = parser.parse_args()
+    offline_env()
+    settings = {k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v
+                for k, _, v in (s.partition("=") for s in args.settings)}
+    result = tune(args.work, args.rebuild) if args.mode == "tune" else report(args.work, args.rebuild, args.sets, args.queries, settings)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
