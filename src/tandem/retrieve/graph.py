@@ -14,7 +14,10 @@ passage graph of :mod:`tandem.index.graph` (no LLM-extracted triples):
    A = mention edges + ``reverse_weight`` * reversed mention edges + ``entity_weight`` * entity edges),
    ``iterations`` steps of  x <- (1 - d) s + d P^T x  from x = s, with d = ``damping``; the mass that
    reaches a passage without edges returns to s;
-4. the final score fuses both: (1 - ``fusion_weight``) * first / max(first) + ``fusion_weight`` * x / max(x).
+4. the graph score g is, with ``graph_score="propagated"`` (default), the mass that reached each
+   passage over edges, x - (1 - d) s: how strongly a passage is connected to the seeds, the seeds'
+   own relevance being in the first-stage term already; with ``"ppr"``, x itself, as HippoRAG ranks;
+5. the final score fuses both: (1 - ``fusion_weight``) * first / max(first) + ``fusion_weight`` * g / max(g).
 
 Defaults were chosen on HotpotQA dev500 questions 250-499 only (docs/retrieval.md).
 """
@@ -35,11 +38,13 @@ from tandem.retrieve.hybrid import rrf_scores
 from tandem.types import Hit
 
 SEED_WEIGHTINGS = ("score", "rank")
+GRAPH_SCORES = ("propagated", "ppr")
 DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {
     "seeds": 5,
     "damping": 0.5,
     "iterations": 20,
     "seed_weighting": "score",
+    "graph_score": "propagated",
     "reverse_weight": 1.0,
     "entity_weight": 0.0,
     "fusion_weight": 0.5,
@@ -89,6 +94,8 @@ class GraphRetriever:
         s = {**DEFAULT_GRAPH_RETRIEVAL, **settings}
         if s["seed_weighting"] not in SEED_WEIGHTINGS:
             raise ConfigError(f"unknown seed_weighting {s['seed_weighting']!r}; choose one of {sorted(SEED_WEIGHTINGS)}")
+        if s["graph_score"] not in GRAPH_SCORES:
+            raise ConfigError(f"unknown graph_score {s['graph_score']!r}; choose one of {sorted(GRAPH_SCORES)}")
         if not 0.0 <= float(s["damping"]) < 1.0:
             raise ConfigError(f"damping must be in [0, 1), got {s['damping']}")
         if not 0.0 <= float(s["fusion_weight"]) <= 1.0:
@@ -131,10 +138,13 @@ class GraphRetriever:
             top = min(int(s["seeds"]), len(hits))
             weight = norm[:top] if s["seed_weighting"] == "score" else 1.0 / np.arange(1, top + 1, dtype=np.float32)
             seeds[rows[:top], col] = weight / weight.sum()
-        ppr = personalized_pagerank(self.p_t, seeds, self.dangling, float(s["damping"]), int(s["iterations"]))
+        damping = float(s["damping"])
+        graph = personalized_pagerank(self.p_t, seeds, self.dangling, damping, int(s["iterations"]))
+        if s["graph_score"] == "propagated":
+            graph = np.maximum(graph - (1.0 - damping) * seeds, 0.0)
         lam = float(s["fusion_weight"])
         fused = (1.0 - lam) * first / np.maximum(first.max(axis=0, keepdims=True), 1e-12) \
-            + lam * ppr / np.maximum(ppr.max(axis=0, keepdims=True), 1e-12)
+            + lam * graph / np.maximum(graph.max(axis=0, keepdims=True), 1e-12)
         return [self._top(fused[:, col], k) for col in range(batch)]
 
     def _top(self, scores: np.ndarray, k: int) -> list[Hit]:
