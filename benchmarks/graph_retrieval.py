@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import statistics
 import time
 from collections.abc import Sequence
@@ -77,6 +78,17 @@ def ensure_index(name: str, work: Path, rebuild: bool) -> tuple[Any, dict[str, f
 def scores(questions: Sequence[Question], retriever: Any) -> dict[str, float]:
     _, metrics = evaluate_retrieval(questions, retriever, (2, 5, 10))
     return {m: round(100 * metrics[m], 1) for m in METRICS}
+
+
+def part_scores(questions: Sequence[Question], retriever: Any, parts: dict[str, slice]) -> dict[str, dict[str, float]]:
+    """Metrics over each slice of the questions, from one retrieval run over all of them."""
+    records, _ = evaluate_retrieval(questions, retriever, (2, 5, 10))
+    by_id = {r["id"]: r["scores"] for r in records}
+    out = {}
+    for part, where in parts.items():
+        rows = [by_id[q.id] for q in questions[where] if q.id in by_id]
+        out[part] = {m: round(100 * sum(r[m] for r in rows) / len(rows), 1) for m in METRICS}
+    return out
 
 
 def latency_ms(retriever: Any, queries: list[str], k: int = 10) -> dict[str, float]:
@@ -147,9 +159,9 @@ def report(work: Path, rebuild: bool, sets: Sequence[str], queries: int, setting
     for name in sets:
         idx, times = ensure_index(name, work, rebuild)
         questions = load_set(name)[0]
-        parts = {"all": questions} if name != "hotpotqa" else {
-            "all": questions, "0-249 (bridge)": questions[0:250], "250-499 (comparison)": questions[250:500],
-            "even": questions[0:500:2], "odd": questions[1:500:2]}
+        parts = {"all": slice(None)} if name != "hotpotqa" else {
+            "all": slice(None), "0-249 (bridge)": slice(0, 250), "250-499 (comparison)": slice(250, 500),
+            "even": slice(0, 500, 2), "odd": slice(1, 500, 2)}
         graph = idx.manifest.params["graph"]
         start = time.perf_counter()
         GraphExtra(**{k: graph[k] for k in DEFAULT_GRAPH})(idx.store)  # the graph's share of a build
@@ -165,8 +177,15 @@ def report(work: Path, rebuild: bool, sets: Sequence[str], queries: int, setting
         }
         for label, (kind, options) in kinds.items():
             retriever = open_retriever(idx, kind, **options)
-            entry[label] = {part: scores(qs, retriever) for part, qs in parts.items()}
-            entry[label].update(latency_ms(retriever, [q.text for q in questions[:queries]]))
+            entry[label] = part_scores(questions, retriever, parts)
+            timed = [q.text for q in questions[:queries]]
+            entry[label].update(latency_ms(retriever, timed))
+            if isinstance(retriever, GraphRetriever):  # the graph stage alone: first-stage rankings cached
+                first = Cached(retriever.first)
+                first.search_batch(timed, int(retriever.settings["depth"]))
+                stage = GraphRetriever(idx, first, dense=retriever.dense, **retriever.settings)
+                entry[label].update({f"graph_stage_{k}": v for k, v in latency_ms(stage, timed).items()})
+        entry["load_average"] = [round(x, 2) for x in os.getloadavg()]  # contention inflates the latencies
         out[name] = entry
     return out
 

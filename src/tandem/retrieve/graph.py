@@ -14,9 +14,9 @@ passage graph of :mod:`tandem.index.graph` (no LLM-extracted triples):
    A = mention edges + ``reverse_weight`` * reversed mention edges + ``entity_weight`` * entity edges),
    ``iterations`` steps of  x <- (1 - d) s + d P^T x  from x = s, with d = ``damping``; the mass that
    reaches a passage without edges returns to s;
-4. the graph score g is, with ``graph_score="propagated"`` (default), the mass that reached each
-   passage over edges, x - (1 - d) s: how strongly a passage is connected to the seeds, the seeds'
-   own relevance being in the first-stage term already; with ``"ppr"``, x itself, as HippoRAG ranks;
+4. the graph score g is x itself with ``graph_score="ppr"`` (the default; HippoRAG ranks by it), or,
+   with ``"propagated"``, only the mass that reached each passage over edges, x - (1 - d) s (how
+   strongly a passage is connected to the seeds, their own relevance being in the first-stage term);
 5. the final score fuses both: (1 - ``fusion_weight``) * first / max(first) + ``fusion_weight`` * g / max(g).
 
 Defaults were chosen on HotpotQA dev500 questions 250-499 only (docs/retrieval.md).
@@ -39,13 +39,13 @@ from tandem.types import Hit
 
 SEED_WEIGHTINGS = ("score", "rank")
 GRAPH_SCORES = ("propagated", "ppr")
-DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {
-    "seeds": 5,
+DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen on dev500 questions 250-499 (docs/retrieval.md)
+    "seeds": 8,
     "damping": 0.5,
     "iterations": 20,
-    "seed_weighting": "score",
-    "graph_score": "propagated",
-    "reverse_weight": 1.0,
+    "seed_weighting": "rank",
+    "graph_score": "ppr",
+    "reverse_weight": 0.0,
     "entity_weight": 0.0,
     "fusion_weight": 0.5,
     "depth": 50,
