@@ -61,7 +61,7 @@ def load_set(name: str) -> tuple[list[Question], list]:
 
 def ensure_index(name: str, work: Path, rebuild: bool) -> tuple[Any, dict[str, float]]:
     """The set's hybrid index with the graph extra, and build times (hybrid; graph added on top)."""
-    questions, passages = load_set(name)
+    _, passages = load_set(name)
     folder = work / name
     times: dict[str, float] = {}
     if rebuild or not (folder / "manifest.json").exists():

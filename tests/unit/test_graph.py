@@ -8,9 +8,20 @@ from typer.testing import CliRunner
 
 from tandem.errors import ConfigError
 from tandem.index import add_extras, build_index, open_index
-from tandem.index.graph import GRAPH_ARRAYS, GraphExtra, build_graph, extract_entities, load_graph, title_aliases
+from tandem.index.graph import (
+    GRAPH_ARRAYS,
+    GraphExtra,
+    build_graph,
+    extract_entities,
+    load_graph,
+    title_aliases,
+)
 from tandem.retrieve import open_retriever
-from tandem.retrieve.graph import GraphRetriever, personalized_pagerank, transition_matrix
+from tandem.retrieve.graph import (
+    GraphRetriever,
+    personalized_pagerank,
+    transition_matrix,
+)
 from tandem.types import Document, Hit
 
 

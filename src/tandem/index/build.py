@@ -84,7 +84,7 @@ def _run_extras(extras: Sequence[ExtraBuilder], store: DocStore, enc: Encoder | 
             _save_extra(folder, manifest, name, array)
         params = getattr(builder, "params", None)
         if params is not None:
-            manifest.params[getattr(builder, "name")] = dict(params)
+            manifest.params[builder.name] = dict(params)  # type: ignore[attr-defined]
 
 
 def add_extras(folder: str | Path, extras: Sequence[ExtraBuilder], *, out: str | Path | None = None,

@@ -27,7 +27,7 @@ from __future__ import annotations
 import html
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +49,11 @@ DEFAULT_GRAPH: dict[str, Any] = {
 _SUFFIX = re.compile(r"\s*\([^()]*\)\s*$")  # "(film)", "(1945 film)", "(band)"
 _ARTICLE = re.compile(r"^(the|a|an)\s+", re.IGNORECASE)
 _NON_WORD = re.compile(r"[^0-9a-z]+")
-_STOP_ALIASES = frozenset("""the and for with from that this which where when what who whom whose other
-there their they them these those into onto about after before between during under over also""".split())
+_STOP_ALIASES = frozenset({
+    "the", "and", "for", "with", "from", "that", "this", "which", "where", "when", "what", "who", "whom", "whose",
+    "other", "there", "their", "they", "them", "these", "those", "into", "onto", "about", "after", "before",
+    "between", "during", "under", "over", "also",
+})
 
 
 def normalise(text: str) -> str:
@@ -205,9 +208,5 @@ def load_graph(arrays: dict[str, np.ndarray], n: int) -> dict[str, sparse.csr_ma
     return out
 
 
-def graph_arrays(names: Iterable[str]) -> list[str]:
-    """The extra-array names the graph stores (to check an index has them all)."""
-    return [f"{EXTRA_PREFIX}_{part}" for part in names]
-
-
-GRAPH_ARRAYS = graph_arrays(("src", "dst", "weight", "type"))
+# the extra-array names the graph stores (an index must have them all)
+GRAPH_ARRAYS = [f"{EXTRA_PREFIX}_{part}" for part in ("src", "dst", "weight", "type")]

@@ -8,9 +8,9 @@ from typing import Any
 
 from tandem.errors import ConfigError
 from tandem.index.build import Index, open_index
+from tandem.index.graph import GRAPH_ARRAYS
 from tandem.retrieve.base import Retriever
 from tandem.retrieve.dense import DenseRetriever
-from tandem.index.graph import GRAPH_ARRAYS
 from tandem.retrieve.graph import GraphRetriever, missing_graph_message
 from tandem.retrieve.hybrid import HybridRetriever
 from tandem.retrieve.sparse import BM25Retriever
