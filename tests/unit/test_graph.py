@@ -161,3 +161,13 @@ def test_graph_retriever_on_index_without_graph_says_how_to_add_it(tmp_path):
                                    "--retriever-opt", "seeds=2", "-k", "2"])
     assert res.exit_code == 0, res.output
     assert "Shirley Temple" in res.output
+
+
+def test_add_extras_to_a_copy_never_writes_through_to_the_source(tmp_path):
+    build_index(BRIDGE_DOCS, tmp_path / "a", kind="bm25", extras=[GraphExtra(max_df=1.0)])
+    before = {n: np.array(open_index(tmp_path / "a").extra(n)) for n in GRAPH_ARRAYS}
+    add_extras(tmp_path / "a", [GraphExtra(max_df=1.0, entities=False)], out=tmp_path / "b")  # files hard-linked
+    after = open_index(tmp_path / "a")
+    assert after.manifest.params["graph"]["entities"] is True
+    assert all(np.array_equal(before[n], after.extra(n)) for n in GRAPH_ARRAYS)
+    assert open_index(tmp_path / "b").manifest.params["graph"]["entity_edges"] == 0

@@ -98,15 +98,7 @@ def add_extras(folder: str | Path, extras: Sequence[ExtraBuilder], *, out: str |
 
     src = Path(folder)
     recover_swap(src)
-    manifest = Manifest.load(src)
-    store = DocStore.load(src)
-    needs_encoder = any(getattr(b, "needs_encoder", True) for b in extras)
-    enc = None
-    if needs_encoder:
-        name = encoder if encoder is not None else manifest.encoder
-        if name is None:
-            raise ConfigError(f"index {src} has no encoder; give one for these extras")
-        enc = load_encoder(name) if isinstance(name, str) else name
+    Manifest.load(src)  # a clear error for a folder that is not an index, before any work
 
     def link_or_copy(a: str, b: str) -> None:
         try:
@@ -114,7 +106,15 @@ def add_extras(folder: str | Path, extras: Sequence[ExtraBuilder], *, out: str |
         except OSError:
             shutil.copy2(a, b)
 
-    with atomic_dir(out if out is not None else src, "index") as tmp:
+    with atomic_dir(out if out is not None else src, "index") as tmp:  # holds the target's lock
+        manifest = Manifest.load(src)
+        store = DocStore.load(src)
+        enc = None
+        if any(getattr(b, "needs_encoder", True) for b in extras):
+            name = encoder if encoder is not None else manifest.encoder
+            if name is None:
+                raise ConfigError(f"index {src} has no encoder; give one for these extras")
+            enc = load_encoder(name) if isinstance(name, str) else name
         shutil.copytree(src, tmp, copy_function=link_or_copy, dirs_exist_ok=True,
                         ignore=lambda _dir, names: [n for n in names if n == MARKER])
         (tmp / MANIFEST).unlink()  # written last, once the extras are in
