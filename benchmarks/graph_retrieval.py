@@ -6,6 +6,8 @@ Two modes, both printing JSON:
     python benchmarks/graph_retrieval.py tune --work indexes/bench-graph > runs/graph-tune.json
     # figures on every set: R@2/5/10, all-gold@5, MRR, nDCG@10, build time, graph size, query p50/p95
     python benchmarks/graph_retrieval.py report --work indexes/bench-graph > runs/graph-report.json
+    # query latency alone (run it on a quiet machine)
+    python benchmarks/graph_retrieval.py latency --sets hotpotqa --work indexes/bench-graph
 
 ``--work`` holds one hybrid + graph index per set, built once and reused (``--rebuild`` to time the
 builds again). Sets: ``hotpotqa`` (dev500 pool; figures for all 500, for 0-249 (the bridge
@@ -190,9 +192,25 @@ def report(work: Path, rebuild: bool, sets: Sequence[str], queries: int, setting
     return out
 
 
+def latency(work: Path, sets: Sequence[str], queries: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """Single-query p50/p95 only (no recall), for a run on a quiet machine."""
+    out: dict[str, Any] = {}
+    for name in sets:
+        idx, _ = ensure_index(name, work, False)
+        timed = [q.text for q in load_set(name)[0][:queries]]
+        entry: dict[str, Any] = {kind: latency_ms(open_retriever(idx, kind, **(settings if kind == "graph" else {})), timed)
+                                 for kind in ("bm25", "dense", "hybrid", "graph")}
+        first = Cached(open_retriever(idx, idx.kind))
+        first.search_batch(timed, int({**DEFAULT_GRAPH_RETRIEVAL, **settings}["depth"]))
+        entry["graph_stage"] = latency_ms(GraphRetriever(idx, first, **settings), timed)
+        entry["load_average"] = [round(x, 2) for x in os.getloadavg()]
+        out[name] = entry
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=("tune", "report"))
+    parser.add_argument("mode", choices=("tune", "report", "latency"))
     parser.add_argument("--work", type=Path, default=Path("indexes/bench-graph"))
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
     parser.add_argument("--queries", type=int, default=200, help="queries timed for latency")
@@ -206,8 +224,12 @@ def main() -> None:
     settings = {k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v
                 for k, _, v in (s.partition("=") for s in args.settings)}
     variants = {label: json.loads(options) for label, options in args.variant}
-    result = (tune(args.work, args.rebuild, args.split) if args.mode == "tune"
-              else report(args.work, args.rebuild, args.sets, args.queries, settings, variants))
+    if args.mode == "tune":
+        result = tune(args.work, args.rebuild, args.split)
+    elif args.mode == "latency":
+        result = latency(args.work, args.sets, args.queries, settings)
+    else:
+        result = report(args.work, args.rebuild, args.sets, args.queries, settings, variants)
     print(json.dumps(result, indent=2))
 
 
