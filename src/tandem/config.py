@@ -85,14 +85,19 @@ def describe_errors(cls: type[BaseModel], exc: ValidationError, where: str = "")
 class RetrieverConfig(Settings):
     """Which retriever answers the method's searches over the index."""
 
-    kind: str | None = Field(None, description="bm25 | dense | hybrid (and any registered retriever); "
+    kind: str | None = Field(None, description="bm25 | dense | hybrid | graph (any registered retriever); "
                                                "None = the index's own kind")
     fusion: Literal["rrf", "weighted"] = Field("rrf", description="hybrid fusion: reciprocal-rank (c = 60) or "
                                                                   "min-max weighted scores")
 
+    settings: dict[str, Any] = Field(default_factory=dict, description="the retriever's own settings "
+                                                                         "(--retriever-opt KEY=VALUE), e.g. graph: "
+                                                                         "seeds, damping, fusion_weight")
+
     def options(self, index_kind: str) -> dict[str, Any]:
         """Keyword options for :func:`tandem.retrieve.open_retriever`."""
-        return {"fusion": self.fusion} if (self.kind or index_kind) == "hybrid" else {}
+        fusion = {"fusion": self.fusion} if (self.kind or index_kind) in ("hybrid", "graph") else {}
+        return fusion | self.settings
 
 
 class LLMConfig(Settings):

@@ -15,6 +15,7 @@ from tandem.cli.common import (
     JSON_OPTION,
     LLM_OPT_HELP,
     RETRIEVER_HELP,
+    RETRIEVER_OPT_HELP,
     build_from_config,
     console,
     out,
@@ -29,6 +30,7 @@ def ask(
     method: Annotated[Optional[str], typer.Option(help="Method name (default: ircot).")] = None,
     index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index folder.")] = None,
     retriever: Annotated[Optional[str], typer.Option(help=RETRIEVER_HELP)] = None,
+    retriever_opt: Annotated[list[str], typer.Option("--retriever-opt", help=RETRIEVER_OPT_HELP)] = [],  # noqa: B006
     llm: Annotated[Optional[str], typer.Option(help="LLM spec: local | hf:PATH | openai:MODEL@URL (default: local)")] = None,
     settings: Annotated[list[str], typer.Option("--set", help="Method setting KEY=VALUE (tandem methods NAME).")] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer and trace as JSON.")] = False,
@@ -43,7 +45,7 @@ def ask(
 
     if config_file is None and method is None:
         method = "ircot"
-    cfg = run_config(config_file, llm=llm, llm_opt=llm_opt, set_items=settings, retriever=retriever,
+    cfg = run_config(config_file, llm=llm, llm_opt=llm_opt, set_items=settings, retriever=retriever, retriever_opt=retriever_opt,
                      r2former=r2former, method=method, index=index_dir)
     runner_method, _, store = build_from_config(cfg)
     answer = runner_method.answer(Question("ask", question))

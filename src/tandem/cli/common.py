@@ -194,11 +194,14 @@ LLM_OPT_HELP = ("LLM option KEY=VALUE, repeatable: json_mode, timeout, max_retri
 
 CONFIG_HELP = ("Run config, YAML or JSON (a run folder's config.json re-runs that run); options given on the "
                "command line override it.")
-RETRIEVER_HELP = "Retriever over the index: bm25 | dense | hybrid (default: the index's kind)."
+RETRIEVER_HELP = "Retriever over the index: bm25 | dense | hybrid | graph (default: the index's kind)."
+RETRIEVER_OPT_HELP = ("Retriever setting KEY=VALUE, repeatable (graph: first_stage, seeds, damping, iterations, "
+                      "fusion_weight, two_hop, ...).")
 
 
 def run_config(config_file: Path | None, *, llm: str | None = None, llm_opt: list[str] = (),  # type: ignore[assignment]
                set_items: list[str] = (), retriever: str | None = None, fusion: str | None = None,  # type: ignore[assignment]
+               retriever_opt: list[str] = (),  # type: ignore[assignment]
                r2former: Path | None = None, **fields: object):
     """The run's :class:`tandem.config.RunConfig`: the config file (if any), then every option the command
     line gave (``None`` = not given) on top: ``--set`` and ``--llm-opt`` add to the file's settings and
@@ -217,8 +220,10 @@ def run_config(config_file: Path | None, *, llm: str | None = None, llm_opt: lis
     data["llm"] = llm_part
     data["settings"] = {**(base.get("settings") or {}), **parse_settings(list(set_items)), **generation,
                         **({"r2former": str(r2former)} if r2former else {})}
-    data["retriever"] = {**(base.get("retriever") or {}), **({"kind": retriever} if retriever else {}),
-                         **({"fusion": fusion} if fusion else {})}
+    base_retriever = dict(base.get("retriever") or {})
+    data["retriever"] = {**base_retriever, **({"kind": retriever} if retriever else {}),
+                         **({"fusion": fusion} if fusion else {}),
+                         "settings": {**(base_retriever.get("settings") or {}), **parse_settings(list(retriever_opt))}}
     if not data.get("method"):
         raise typer.BadParameter("give --method NAME (or method: in --config)")
     where = str(config_file) if config_file else "command line"

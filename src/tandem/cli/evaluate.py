@@ -12,9 +12,11 @@ from tandem.cli.common import (
     JSON_OPTION,
     LLM_OPT_HELP,
     RETRIEVER_HELP,
+    RETRIEVER_OPT_HELP,
     build_from_config,
     console,
     load_qa,
+    parse_settings,
     print_json,
     print_row,
     progress_bar,
@@ -34,8 +36,9 @@ def eval_retrieval(
     index_dir: Annotated[Path, typer.Option("--index", help="Index folder.")],
     out_dir: Annotated[Path, typer.Option("--out", help="Run folder to write.")],
     k: Annotated[list[int], typer.Option("--k", "-k", help="Cut-offs, e.g. --k 2 5 10.")] = [2, 5, 10],  # noqa: B006
-    retriever: Annotated[Optional[str], typer.Option(help="bm25 | dense | hybrid (default: the index's kind).")] = None,
+    retriever: Annotated[Optional[str], typer.Option(help="bm25 | dense | hybrid | graph (default: the index's kind).")] = None,
     fusion: Annotated[str, typer.Option(help="Hybrid fusion: rrf | weighted.")] = "rrf",
+    retriever_opt: Annotated[list[str], typer.Option("--retriever-opt", help="Retriever setting KEY=VALUE, repeatable (graph: first_stage, seeds, damping, ...).")] = [],  # noqa: B006
     limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the dataset format.")] = None,
     any_corpus: Annotated[bool, typer.Option(help="Allow an index over another corpus (gold ids must be in it).")] = False,
@@ -55,7 +58,8 @@ def eval_retrieval(
         questions = ds.questions[:limit] if limit else ds.questions
         coverage = check_gold_coverage(questions, idx.store, min_gold_share, str(index_dir))
         kind = retriever or idx.kind
-        ret = open_retriever(idx, kind, **({"fusion": fusion} if kind == "hybrid" else {}))
+        options = ({"fusion": fusion} if kind in ("hybrid", "graph") else {}) | parse_settings(retriever_opt)
+        ret = open_retriever(idx, kind, **options)
         with progress_bar() as bar:
             task = bar.add_task(f"retrieval {kind}", total=sum(1 for q in questions if q.gold_doc_ids))
             records, metrics = evaluate_retrieval(questions, ret, k, on_batch=lambda n: bar.advance(task, n))
@@ -63,7 +67,8 @@ def eval_retrieval(
         run = RunDir(out_dir, "retrieval-run")
         run.write_config({
             "task": "retrieval", "dataset": str(dataset), "format": ds.format, "index": str(index_dir),
-            "index_manifest": idx.manifest.__dict__, "retriever": kind, "fusion": fusion if kind == "hybrid" else None,
+            "index_manifest": idx.manifest.__dict__, "retriever": kind, "fusion": fusion if kind in ("hybrid", "graph") else None,
+            "retriever_options": options,
             "k": list(k), "limit": limit,
         })
         run.write_records("per_question.jsonl", records)
@@ -85,6 +90,7 @@ def eval_qa(
     index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index folder over the dataset's pool.")] = None,
     retriever: Annotated[Optional[str], typer.Option(help=RETRIEVER_HELP)] = None,
     fusion: Annotated[Optional[str], typer.Option(help="Hybrid fusion: rrf | weighted.")] = None,
+    retriever_opt: Annotated[list[str], typer.Option("--retriever-opt", help=RETRIEVER_OPT_HELP)] = [],  # noqa: B006
     llm: Annotated[Optional[str], typer.Option(help="LLM spec: local | hf:PATH | openai:MODEL@URL (default: local)")] = None,
     limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Questions in flight (default 1).")] = None,
@@ -101,7 +107,7 @@ def eval_qa(
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON on stdout.")] = False,
 ) -> None:
     """Run a QA method over a dataset: predictions with traces, EM / F1 / cover-acc / judge, cost per question."""
-    cfg = run_config(config_file, llm=llm, llm_opt=llm_opt, set_items=settings, retriever=retriever, fusion=fusion,
+    cfg = run_config(config_file, llm=llm, llm_opt=llm_opt, set_items=settings, retriever=retriever, fusion=fusion, retriever_opt=retriever_opt,
                      r2former=r2former, method=method, dataset=dataset, index=index_dir, limit=limit,
                      concurrency=concurrency, judge=judge, reanswer=reanswer, cache=cache, format=fmt)
     if cfg.dataset is None:

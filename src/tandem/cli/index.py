@@ -21,7 +21,7 @@ from tandem.outdir import owned_output
 
 
 def index(
-    out_dir: Annotated[Path, typer.Option("--out", help="Index folder to write (replaced atomically).")],
+    out_dir: Annotated[Optional[Path], typer.Option("--out", help="Index folder to write (replaced atomically); with --add-extras, where the extended index goes (default: --index, in place).")] = None,
     dataset: Annotated[Optional[Path], typer.Option(help="QA dataset whose passage pool is indexed.")] = None,
     corpus: Annotated[Optional[Path], typer.Option(help="Corpus JSONL/JSON or a folder of .txt/.md files.")] = None,
     kind: Annotated[str, typer.Option(help="bm25 | dense | hybrid")] = "hybrid",
@@ -34,20 +34,28 @@ def index(
     max_tokens: Annotated[int, typer.Option(help="Chunk size in words: longer documents (text files, corpus records) are split.")] = 200,
     overlap: Annotated[int, typer.Option(help="Words shared by consecutive chunks.")] = 40,
     as_json: Annotated[bool, JSON_OPTION] = False,
-    extras: Annotated[list[str], typer.Option("--extras", help="Per-document arrays to store: rala (CoopRAG's layer features).")] = [],  # noqa: B006
+    extras: Annotated[list[str], typer.Option("--extras", help="Per-document data to store: rala (CoopRAG's layer features), graph (passage graph for --retriever graph).")] = [],  # noqa: B006
+    add_extras: Annotated[list[str], typer.Option("--add-extras", help="Add these extras to the existing index --index (no re-encoding), e.g. --add-extras graph.")] = [],  # noqa: B006
+    index_dir: Annotated[Optional[Path], typer.Option("--index", help="With --add-extras: the existing index folder.")] = None,
 ) -> None:
-    """Build a BM25, dense or hybrid index folder."""
+    """Build a BM25, dense or hybrid index folder, or add extras to an existing one."""
     from tandem.index import build_index
     from tandem.index.encoder import load_encoder
     from tandem.index.layers import EXTRAS
 
-    unknown = sorted(set(extras) - set(EXTRAS))
+    unknown = sorted(set(extras + add_extras) - set(EXTRAS))
     if unknown:
         raise typer.BadParameter(f"unknown extras {unknown}; choose from {sorted(EXTRAS)}")
+    if add_extras:
+        _add_extras(add_extras, index_dir, out_dir, dataset, corpus, extras)
+        return
+    if out_dir is None:
+        raise typer.BadParameter("give --out (the index folder to build), or --add-extras NAME --index DIR")
     with owned_output(out_dir, "index"):  # before any work: a user's folder is refused at once
         docs = load_docs(dataset, corpus, fmt, skip_bad, max_tokens, overlap)
         start = time.perf_counter()
-        enc = load_encoder(encoder, **({"backend": backend} if backend else {})) if kind != "bm25" or extras else encoder
+        needs_encoder = kind != "bm25" or any(getattr(EXTRAS[name], "needs_encoder", True) for name in extras)
+        enc = load_encoder(encoder, **({"backend": backend} if backend else {})) if needs_encoder else encoder
         with progress_bar() as bar:
             manifest = build_index(docs, out_dir, kind=kind, encoder=enc, dense_params={"faiss": faiss_kind},
                                    batch_size=batch_size, on_progress=bar.callback("encode"),
@@ -57,20 +65,42 @@ def index(
     console.print(f"[green]indexed {manifest.doc_count} passages ({kind}) into {out_dir} in {time.perf_counter() - start:.1f}s")
 
 
+def _add_extras(names: list[str], index_dir: Path | None, out_dir: Path | None, dataset: Path | None,
+                corpus: Path | None, extras: list[str]) -> None:
+    from tandem.index import add_extras
+    from tandem.index.layers import EXTRAS
+
+    if index_dir is None:
+        raise typer.BadParameter("--add-extras needs --index DIR, the index to extend")
+    if dataset is not None or corpus is not None or extras:
+        raise typer.BadParameter("--add-extras extends an existing index: give no --dataset, --corpus or --extras")
+    target = out_dir or index_dir
+    with owned_output(target, "index"):
+        start = time.perf_counter()
+        with progress_bar() as bar:
+            manifest = add_extras(index_dir, [EXTRAS[name](on_progress=bar.callback(f"{name} extra")) for name in names],
+                                  out=target)
+    console.print(f"[green]added {', '.join(names)} to {manifest.doc_count} passages ({manifest.kind}) "
+                  f"in {time.perf_counter() - start:.1f}s: {target}")
+
+
 def retrieve(
     query: Annotated[str, typer.Argument(help="The query.")],
     index_dir: Annotated[Path, typer.Option("--index", help="Index folder.")],
     k: Annotated[int, typer.Option("--k", "-k", help="How many hits.")] = 10,
-    retriever: Annotated[Optional[str], typer.Option(help="bm25 | dense | hybrid (default: the index's kind).")] = None,
+    retriever: Annotated[Optional[str], typer.Option(help="bm25 | dense | hybrid | graph (default: the index's kind).")] = None,
     fusion: Annotated[str, typer.Option(help="Hybrid fusion: rrf | weighted.")] = "rrf",
+    retriever_opt: Annotated[list[str], typer.Option("--retriever-opt", help="Retriever setting KEY=VALUE, repeatable (graph: first_stage, seeds, damping, iterations, fusion_weight, two_hop, ...).")] = [],  # noqa: B006
     as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
     """Print the top-k passages for a query."""
+    from tandem.cli.common import parse_settings
     from tandem.index import open_index
     from tandem.retrieve import open_retriever
 
     idx = open_index(index_dir)
-    options = {"fusion": fusion} if (retriever or idx.kind) == "hybrid" else {}
+    kind = retriever or idx.kind
+    options = ({"fusion": fusion} if kind in ("hybrid", "graph") else {}) | parse_settings(retriever_opt)
     hits = open_retriever(idx, retriever, **options).search(query, k)
     if as_json:
         print_json({"query": query, "hits": [{"rank": h.rank, "score": h.score, "id": h.doc_id,

@@ -21,16 +21,18 @@ from tandem.errors import ConfigError, IndexError_
 from tandem.index.bm25 import DEFAULT_BM25, build_bm25, load_bm25
 from tandem.index.dense import DEFAULT_DENSE, build_faiss, load_faiss, save_faiss
 from tandem.index.encoder import Encoder, load_encoder
-from tandem.index.manifest import Manifest, corpus_hash
+from tandem.index.manifest import MANIFEST, Manifest, corpus_hash
 from tandem.index.store import DocStore
 from tandem.models import DEFAULT_ENCODER, canonical_name
-from tandem.outdir import atomic_dir, recover_swap
+from tandem.outdir import MARKER, atomic_dir, recover_swap
 from tandem.types import Document, OnProgress
 
 KINDS: dict[str, tuple[str, ...]] = {"bm25": ("bm25",), "dense": ("dense",), "hybrid": ("bm25", "dense")}
 EXTRAS_DIR = "extras"
 
-# An extra computes per-document arrays at build time from the store and the encoder.
+# An extra computes per-document arrays at build time from the store and the encoder. A builder may
+# also carry ``name`` and ``params`` (recorded as ``manifest.params[name]`` after it ran) and
+# ``needs_encoder = False`` (then a bm25 index is built without loading one).
 ExtraBuilder = Callable[[DocStore, Encoder], dict[str, np.ndarray]]
 
 
@@ -61,7 +63,7 @@ def build_index(
             params = {**DEFAULT_BM25, **(bm25_params or {})}
             build_bm25(store.docs, tmp, params)
             manifest.params["bm25"] = params
-        needs_encoder = "dense" in components or extras
+        needs_encoder = "dense" in components or any(getattr(b, "needs_encoder", True) for b in extras)
         enc = (load_encoder(encoder) if isinstance(encoder, str) else encoder) if needs_encoder else None
         if enc is not None:
             manifest.encoder, manifest.dim, manifest.pooling = enc.name, enc.dim, enc.pooling
@@ -71,10 +73,53 @@ def build_index(
             vectors = enc.encode([d.contents for d in store.docs], batch_size=batch_size, on_progress=on_progress)
             save_faiss(build_faiss(vectors, params), tmp)
             manifest.params["dense"] = params
-        for builder in extras:
-            assert enc is not None
-            for name, array in builder(store, enc).items():
-                _save_extra(tmp, manifest, name, array)
+        _run_extras(extras, store, enc, tmp, manifest)
+        manifest.save(tmp)
+    return manifest
+
+
+def _run_extras(extras: Sequence[ExtraBuilder], store: DocStore, enc: Encoder | None, folder: Path,
+                manifest: Manifest) -> None:
+    for builder in extras:
+        for name, array in builder(store, enc).items():  # type: ignore[arg-type]
+            _save_extra(folder, manifest, name, array)
+        params = getattr(builder, "params", None)
+        if params is not None:
+            manifest.params[builder.name] = dict(params)  # type: ignore[attr-defined]
+
+
+def add_extras(folder: str | Path, extras: Sequence[ExtraBuilder], *, out: str | Path | None = None,
+               encoder: str | Encoder | None = None) -> Manifest:
+    """Compute ``extras`` for an existing index and write the extended index to ``out`` (default: in
+    place). The new folder is assembled beside the target (files of the source hard-linked when the
+    file system allows, else copied) and swapped in whole, like a build; arrays an extra writes again
+    replace the old ones."""
+    import os
+    import shutil
+
+    src = Path(folder)
+    recover_swap(src)
+    Manifest.load(src)  # a clear error for a folder that is not an index, before any work
+
+    def link_or_copy(a: str, b: str) -> None:
+        try:
+            os.link(a, b)
+        except OSError:
+            shutil.copy2(a, b)
+
+    with atomic_dir(out if out is not None else src, "index") as tmp:  # holds the target's lock
+        manifest = Manifest.load(src)
+        store = DocStore.load(src)
+        enc = None
+        if any(getattr(b, "needs_encoder", True) for b in extras):
+            name = encoder if encoder is not None else manifest.encoder
+            if name is None:
+                raise ConfigError(f"index {src} has no encoder; give one for these extras")
+            enc = load_encoder(name) if isinstance(name, str) else name
+        shutil.copytree(src, tmp, copy_function=link_or_copy, dirs_exist_ok=True,
+                        ignore=lambda _dir, names: [n for n in names if n == MARKER])
+        (tmp / MANIFEST).unlink()  # written last, once the extras are in
+        _run_extras(extras, store, enc, tmp, manifest)
         manifest.save(tmp)
     return manifest
 
@@ -83,7 +128,9 @@ def _save_extra(folder: Path, manifest: Manifest, name: str, array: np.ndarray) 
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
         raise ConfigError(f"extra array name {name!r} must be a plain file name")
     (folder / EXTRAS_DIR).mkdir(exist_ok=True)
-    np.save(folder / EXTRAS_DIR / f"{name}.npy", array)
+    path = folder / EXTRAS_DIR / f"{name}.npy"
+    path.unlink(missing_ok=True)  # may be a hard link to another index's file: never write through it
+    np.save(path, array)
     manifest.extras[name] = {"dtype": str(array.dtype), "shape": list(array.shape)}
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from tandem.index.build import ExtraBuilder
 from tandem.index.encoder import Encoder
+from tandem.index.graph import GraphExtra
 from tandem.index.store import DocStore
 from tandem.models import DEFAULT_ENCODER, offline_env, resolve_model
 from tandem.types import OnProgress
@@ -161,4 +162,4 @@ def rala_extras(encoder: str | None = None, *, batch_size: int = 32,
 
 
 # name -> factory of an ExtraBuilder (``tandem index --extras NAME``)
-EXTRAS = {"rala": rala_extras}
+EXTRAS = {"rala": rala_extras, "graph": GraphExtra}

@@ -1,0 +1,237 @@
+"""Graph retrieval (personalized PageRank over the passage graph) against bm25 / dense / hybrid.
+
+Two modes, both printing JSON:
+
+    # settings search, on HotpotQA dev500 questions 250-499 only (--split odd: odd positions)
+    python benchmarks/graph_retrieval.py tune --work indexes/bench-graph > runs/graph-tune.json
+    # figures on every set: R@2/5/10, all-gold@5, MRR, nDCG@10, build time, graph size, query p50/p95
+    python benchmarks/graph_retrieval.py report --work indexes/bench-graph > runs/graph-report.json
+    # query latency alone (run it on a quiet machine)
+    python benchmarks/graph_retrieval.py latency --sets hotpotqa --work indexes/bench-graph
+
+``--work`` holds one hybrid + graph index per set, built once and reused (``--rebuild`` to time the
+builds again). Sets: ``hotpotqa`` (dev500 pool; figures for all 500, for 0-249 (the bridge
+questions), 250-499 (the comparison questions) and the even / odd positions), ``musique`` (MuSiQue-100 with its corpus) and ``fixtures`` (the 2WikiMultihopQA
+and HotpotQA examples of ../shared/data/fixtures in their original formats, one pool, 20 questions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import statistics
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tandem.corpus import load_dataset
+from tandem.eval.retrieval import evaluate_retrieval
+from tandem.index import add_extras, build_index, open_index
+from tandem.index.encoder import load_encoder
+from tandem.index.graph import DEFAULT_GRAPH, GraphExtra
+from tandem.models import offline_env
+from tandem.retrieve import open_retriever
+from tandem.retrieve.graph import DEFAULT_GRAPH_RETRIEVAL, GraphRetriever
+from tandem.types import Hit, Question
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SETS = {
+    "hotpotqa": [SHARED / "hotpotqa/dev500.jsonl"],
+    "musique": [SHARED / "musique/hipporag_100.json"],
+    "fixtures": [SHARED / "fixtures/wiki_example.jsonl", SHARED / "fixtures/hotpot_example.jsonl"],
+}
+# dev500 is 250 bridge questions (0-249) followed by 250 comparison questions (250-499)
+SPLITS = {"upper": (slice(250, 500), slice(0, 250)),  # the issue's protocol: tune 250-499, report 0-249
+          "odd": (slice(1, 500, 2), slice(0, 500, 2))}  # both halves hold bridges and comparisons
+METRICS = ("recall@2", "recall@5", "recall@10", "all_gold@5", "mrr", "ndcg@10")
+
+
+def load_set(name: str) -> tuple[list[Question], list]:
+    """Questions and passage pool of a set (several files: pools merged, duplicates by id dropped)."""
+    questions: list[Question] = []
+    pool: dict[str, Any] = {}
+    for path in SETS[name]:
+        ds = load_dataset(path)
+        questions += ds.questions
+        for doc in ds.passages:
+            pool.setdefault(doc.id, doc)
+    return questions, list(pool.values())
+
+
+def ensure_index(name: str, work: Path, rebuild: bool) -> tuple[Any, dict[str, float]]:
+    """The set's hybrid index with the graph extra, and build times (hybrid; graph added on top)."""
+    _, passages = load_set(name)
+    folder = work / name
+    times: dict[str, float] = {}
+    if rebuild or not (folder / "manifest.json").exists():
+        encoder = load_encoder("minilm")
+        start = time.perf_counter()
+        build_index(passages, folder, kind="hybrid", encoder=encoder)
+        times["hybrid_build_s"] = round(time.perf_counter() - start, 2)
+        start = time.perf_counter()
+        add_extras(folder, [GraphExtra()])
+        times["graph_add_s"] = round(time.perf_counter() - start, 2)
+    return open_index(folder, corpus=passages), times
+
+
+def scores(questions: Sequence[Question], retriever: Any) -> dict[str, float]:
+    _, metrics = evaluate_retrieval(questions, retriever, (2, 5, 10))
+    return {m: round(100 * metrics[m], 1) for m in METRICS}
+
+
+def part_scores(questions: Sequence[Question], retriever: Any, parts: dict[str, slice]) -> dict[str, dict[str, float]]:
+    """Metrics over each slice of the questions, from one retrieval run over all of them."""
+    records, _ = evaluate_retrieval(questions, retriever, (2, 5, 10))
+    by_id = {r["id"]: r["scores"] for r in records}
+    out = {}
+    for part, where in parts.items():
+        rows = [by_id[q.id] for q in questions[where] if q.id in by_id]
+        out[part] = {m: round(100 * sum(r[m] for r in rows) / len(rows), 1) for m in METRICS}
+    return out
+
+
+def latency_ms(retriever: Any, queries: list[str], k: int = 10) -> dict[str, float]:
+    retriever.search(queries[0], k)  # warm-up
+    times = []
+    for q in queries:
+        start = time.perf_counter()
+        retriever.search(q, k)
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return {"p50_ms": round(statistics.median(times), 2), "p95_ms": round(times[int(0.95 * (len(times) - 1))], 2)}
+
+
+class Cached:
+    """A first stage whose rankings are computed once per query (the settings search reuses them)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name, self.memo = inner, inner.name, {}
+
+    def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        todo = [q for q in queries if (q, k) not in self.memo]
+        for q, hits in zip(todo, self.inner.search_batch(todo, k) if todo else [], strict=True):
+            self.memo[(q, k)] = hits
+        return [self.memo[(q, k)] for q in queries]
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        return self.search_batch([query], k)[0]
+
+
+GRID = {
+    "graph_score": ["propagated", "ppr"],
+    "first_stage": ["hybrid", "dense"],
+    "seeds": [3, 5, 8],
+    "damping": [0.3, 0.5, 0.7],
+    "fusion_weight": [0.2, 0.35, 0.5, 0.7],
+    "reverse_weight": [0.0, 1.0],
+    "entity_weight": [0.0, 0.5],
+    "seed_weighting": ["score", "rank"],
+}
+
+
+def tune(work: Path, rebuild: bool, split: str) -> dict[str, Any]:
+    """Every GRID combination on the tuning part of dev500 (``split``: ``upper`` = questions 250-499,
+    ``odd`` = odd positions); best by R@5, ties (within one gold passage) broken by nDCG@10."""
+    idx, _ = ensure_index("hotpotqa", work, rebuild)
+    questions = load_set("hotpotqa")[0][SPLITS[split][0]]
+    firsts = {kind: Cached(open_retriever(idx, kind)) for kind in GRID["first_stage"]}
+    out: dict[str, Any] = {"questions": f"hotpotqa dev500, split {split!r}, {len(questions)} tuning questions",
+                           "first_stage": {kind: scores(questions, r) for kind, r in firsts.items()}, "runs": []}
+    keys = list(GRID)
+    for values in itertools.product(*GRID.values()):
+        settings = dict(zip(keys, values, strict=True))
+        retriever = GraphRetriever(idx, firsts[settings["first_stage"]], **{k: v for k, v in settings.items() if k != "first_stage"})
+        out["runs"].append({**settings, **scores(questions, retriever)})
+    top = max(r["recall@5"] for r in out["runs"])
+    out["runs"].sort(key=lambda r: (-(r["recall@5"] >= top - 0.2), -r["ndcg@10"], -r["recall@5"]))
+    out["best"] = out["runs"][0]
+    out["runs"] = out["runs"][:25]
+    return out
+
+
+def report(work: Path, rebuild: bool, sets: Sequence[str], queries: int, settings: dict[str, Any],
+           variants: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Figures of bm25 / dense / hybrid / graph (and graph two-hop, and any named ``variants`` of the
+    graph settings) on each set."""
+    out: dict[str, Any] = {"graph_settings": {**DEFAULT_GRAPH_RETRIEVAL, **settings},
+                           "variants": {name: {**DEFAULT_GRAPH_RETRIEVAL, **v} for name, v in variants.items()}}
+    for name in sets:
+        idx, times = ensure_index(name, work, rebuild)
+        questions = load_set(name)[0]
+        parts = {"all": slice(None)} if name != "hotpotqa" else {
+            "all": slice(None), "0-249 (bridge)": slice(0, 250), "250-499 (comparison)": slice(250, 500),
+            "even": slice(0, 500, 2), "odd": slice(1, 500, 2)}
+        graph = idx.manifest.params["graph"]
+        start = time.perf_counter()
+        GraphExtra(**{k: graph[k] for k in DEFAULT_GRAPH})(idx.store)  # the graph's share of a build
+        times["graph_build_s"] = round(time.perf_counter() - start, 2)
+        entry: dict[str, Any] = {"passages": idx.manifest.doc_count, "questions": len(questions), **times,
+                                 "graph_edges": {"mention": graph["mention_edges"], "entity": graph["entity_edges"]},
+                                 "graph_bytes": sum((idx.folder / "extras" / f"{n}.npy").stat().st_size
+                                                    for n in idx.manifest.extras if n.startswith("graph_"))}
+        kinds: dict[str, tuple[str, dict[str, Any]]] = {
+            "bm25": ("bm25", {}), "dense": ("dense", {}), "hybrid": ("hybrid", {}), "graph": ("graph", settings),
+            "graph two-hop": ("graph", {**settings, "two_hop": True}),
+            **{f"graph {label}": ("graph", options) for label, options in variants.items()},
+        }
+        for label, (kind, options) in kinds.items():
+            retriever = open_retriever(idx, kind, **options)
+            entry[label] = part_scores(questions, retriever, parts)
+            timed = [q.text for q in questions[:queries]]
+            entry[label].update(latency_ms(retriever, timed))
+            if isinstance(retriever, GraphRetriever):  # the graph stage alone: first-stage rankings cached
+                first = Cached(retriever.first)
+                first.search_batch(timed, int(retriever.settings["depth"]))
+                stage = GraphRetriever(idx, first, dense=retriever.dense, **retriever.settings)
+                entry[label].update({f"graph_stage_{k}": v for k, v in latency_ms(stage, timed).items()})
+        entry["load_average"] = [round(x, 2) for x in os.getloadavg()]  # contention inflates the latencies
+        out[name] = entry
+    return out
+
+
+def latency(work: Path, sets: Sequence[str], queries: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """Single-query p50/p95 only (no recall), for a run on a quiet machine."""
+    out: dict[str, Any] = {}
+    for name in sets:
+        idx, _ = ensure_index(name, work, False)
+        timed = [q.text for q in load_set(name)[0][:queries]]
+        entry: dict[str, Any] = {kind: latency_ms(open_retriever(idx, kind, **(settings if kind == "graph" else {})), timed)
+                                 for kind in ("bm25", "dense", "hybrid", "graph")}
+        first = Cached(open_retriever(idx, idx.kind))
+        first.search_batch(timed, int({**DEFAULT_GRAPH_RETRIEVAL, **settings}["depth"]))
+        entry["graph_stage"] = latency_ms(GraphRetriever(idx, first, **settings), timed)
+        entry["load_average"] = [round(x, 2) for x in os.getloadavg()]
+        out[name] = entry
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=("tune", "report", "latency"))
+    parser.add_argument("--work", type=Path, default=Path("indexes/bench-graph"))
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
+    parser.add_argument("--queries", type=int, default=200, help="queries timed for latency")
+    parser.add_argument("--rebuild", action="store_true", help="build the indexes again (and time the builds)")
+    parser.add_argument("--set", dest="settings", action="append", default=[], help="graph retriever KEY=VALUE")
+    parser.add_argument("--variant", nargs=2, action="append", default=[], metavar=("LABEL", "JSON"),
+                        help="report: also a graph retriever with these settings (a JSON object)")
+    parser.add_argument("--split", choices=list(SPLITS), default="upper", help="tune: which dev500 questions tune")
+    args = parser.parse_args()
+    offline_env()
+    settings = {k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v
+                for k, _, v in (s.partition("=") for s in args.settings)}
+    variants = {label: json.loads(options) for label, options in args.variant}
+    if args.mode == "tune":
+        result = tune(args.work, args.rebuild, args.split)
+    elif args.mode == "latency":
+        result = latency(args.work, args.sets, args.queries, settings)
+    else:
+        result = report(args.work, args.rebuild, args.sets, args.queries, settings, variants)
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""Graph retrieval: a first stage, then personalized PageRank over the index's passage graph.
+
+Multi-hop retrieval without an LLM, after HippoRAG (Gutiérrez et al., "HippoRAG: Neurobiologically
+Inspired Long-Term Memory for Large Language Models", NeurIPS 2024) and HippoRAG 2 (Gutiérrez et al.,
+"From RAG to Memory: Non-Parametric Continual Learning for Large Language Models", 2025), on the
+passage graph of :mod:`tandem.index.graph` (no LLM-extracted triples):
+
+1. the first stage (bm25, dense or hybrid) ranks ``depth`` passages for the question;
+   with ``two_hop``, the top ``hop_passages`` passages p each give a second query "question + p"
+   (MDR-style, encoded with the index's encoder) whose dense ranking is fused in by RRF;
+2. the top ``seeds`` passages become the reset distribution s, s_i proportional to the first-stage
+   score min-max normalised over the ranked list (``seed_weighting="score"``) or to 1 / rank;
+3. personalized PageRank over the transition matrix P (rows of A normalised to sum 1,
+   A = mention edges + ``reverse_weight`` * reversed mention edges + ``entity_weight`` * entity edges),
+   ``iterations`` steps of  x <- (1 - d) s + d P^T x  from x = s, with d = ``damping``; the mass that
+   reaches a passage without edges returns to s;
+4. the graph score g is x itself with ``graph_score="ppr"`` (the default; HippoRAG ranks by it), or,
+   with ``"propagated"``, only the mass that reached each passage over edges, x - (1 - d) s (how
+   strongly a passage is connected to the seeds, their own relevance being in the first-stage term);
+5. the final score fuses both: (1 - ``fusion_weight``) * first / max(first) + ``fusion_weight`` * g / max(g).
+
+Defaults were chosen on HotpotQA dev500 questions 250-499 only (docs/retrieval.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy import sparse
+
+from tandem.errors import ConfigError
+from tandem.index.build import Index
+from tandem.index.graph import EXTRA_PREFIX, GRAPH_ARRAYS, load_graph
+from tandem.retrieve.base import Retriever
+from tandem.retrieve.hybrid import rrf_scores
+from tandem.types import Hit
+
+SEED_WEIGHTINGS = ("score", "rank")
+GRAPH_SCORES = ("propagated", "ppr")
+DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen on dev500 questions 250-499 (docs/retrieval.md)
+    "seeds": 8,
+    "damping": 0.5,
+    "iterations": 20,
+    "seed_weighting": "rank",
+    "graph_score": "ppr",
+    "reverse_weight": 0.0,
+    "entity_weight": 0.0,
+    "fusion_weight": 0.5,
+    "depth": 50,
+    "two_hop": False,
+    "hop_passages": 3,
+    "hop_weight": 1.0,
+}
+
+
+def missing_graph_message(folder: object) -> str:
+    """What to say when an index has no graph extra, and how to add one."""
+    return (f"index {folder} has no passage graph (the 'graph' extra): add it with "
+            f"`tandem index --add-extras graph --index {folder}` or build with `tandem index ... --extras graph`")
+
+
+def transition_matrix(graphs: dict[str, sparse.csr_matrix], reverse_weight: float, entity_weight: float) -> sparse.csr_matrix:
+    """Row-stochastic P from the typed edge matrices (rows without edges stay zero)."""
+    mention = graphs["mention"]
+    adjacency = mention + reverse_weight * mention.T.tocsr()
+    if entity_weight:
+        adjacency = adjacency + entity_weight * graphs["entity"]
+    out_weight = np.asarray(adjacency.sum(axis=1)).ravel()
+    scale = np.divide(1.0, out_weight, out=np.zeros_like(out_weight), where=out_weight > 0)
+    return sparse.diags(scale.astype(np.float32)) @ adjacency.tocsr()
+
+
+def personalized_pagerank(p_t: sparse.csr_matrix, seeds: np.ndarray, dangling: np.ndarray, damping: float,
+                          iterations: int) -> np.ndarray:
+    """Columns of ``seeds`` (n, B), each summing to 1, propagated: x <- (1-d) s + d (P^T x + dangling mass * s)."""
+    x = seeds.copy()
+    for _ in range(iterations):
+        lost = x[dangling].sum(axis=0, keepdims=True)
+        x = (1.0 - damping) * seeds + damping * (p_t @ x + seeds * lost)
+    return x
+
+
+class GraphRetriever:
+    """First stage -> seeds -> personalized PageRank over the passage graph -> fused ranking."""
+
+    name = "graph"
+
+    def __init__(self, index: Index, first: Retriever, *, dense: Any = None, **settings: Any) -> None:
+        unknown = sorted(set(settings) - set(DEFAULT_GRAPH_RETRIEVAL))
+        if unknown:
+            raise ConfigError(f"unknown graph retriever settings {unknown}; valid: {sorted(DEFAULT_GRAPH_RETRIEVAL)}")
+        s = {**DEFAULT_GRAPH_RETRIEVAL, **settings}
+        if s["seed_weighting"] not in SEED_WEIGHTINGS:
+            raise ConfigError(f"unknown seed_weighting {s['seed_weighting']!r}; choose one of {sorted(SEED_WEIGHTINGS)}")
+        if s["graph_score"] not in GRAPH_SCORES:
+            raise ConfigError(f"unknown graph_score {s['graph_score']!r}; choose one of {sorted(GRAPH_SCORES)}")
+        if not 0.0 <= float(s["damping"]) < 1.0:
+            raise ConfigError(f"damping must be in [0, 1), got {s['damping']}")
+        if not 0.0 <= float(s["fusion_weight"]) <= 1.0:
+            raise ConfigError(f"fusion_weight must be in [0, 1], got {s['fusion_weight']}")
+        if int(s["seeds"]) < 1 or int(s["iterations"]) < 0 or int(s["depth"]) < int(s["seeds"]):
+            raise ConfigError(f"need seeds >= 1, iterations >= 0 and depth >= seeds, got {s}")
+        if s["two_hop"] and dense is None:
+            raise ConfigError(f"two_hop needs a dense component; index {index.folder} is {index.kind!r}")
+        if any(name not in index.manifest.extras for name in GRAPH_ARRAYS):
+            raise ConfigError(missing_graph_message(index.folder))
+        self.index, self.first, self.dense, self.settings = index, first, dense, s
+        self.doc_ids = [d.id for d in index.store.docs]
+        self.row_of = index.store.index_of
+        arrays = {name[len(EXTRA_PREFIX) + 1:]: index.extra(name) for name in GRAPH_ARRAYS}
+        p = transition_matrix(load_graph(arrays, len(self.doc_ids)), float(s["reverse_weight"]), float(s["entity_weight"]))
+        self.p_t = p.T.tocsr()
+        self.dangling = np.asarray(p.sum(axis=1)).ravel() == 0
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        return self.search_batch([query], k)[0]
+
+    def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        if not queries:
+            return []
+        s = self.settings
+        firsts = self.first.search_batch(queries, max(int(s["depth"]), k))
+        if s["two_hop"]:
+            firsts = self._two_hop(queries, firsts, max(int(s["depth"]), k))
+        n, batch = len(self.doc_ids), len(queries)
+        first = np.zeros((n, batch), dtype=np.float32)
+        seeds = np.zeros((n, batch), dtype=np.float32)
+        for col, hits in enumerate(firsts):
+            if not hits:
+                continue
+            scores = np.array([h.score for h in hits], dtype=np.float32)
+            lo, span = scores.min(), float(scores.max() - scores.min()) or 1.0
+            norm = (scores - lo) / span + 1e-3  # the last of the list keeps a little weight
+            rows = np.array([self.row_of[h.doc_id] for h in hits])
+            first[rows, col] = norm
+            top = min(int(s["seeds"]), len(hits))
+            weight = norm[:top] if s["seed_weighting"] == "score" else 1.0 / np.arange(1, top + 1, dtype=np.float32)
+            seeds[rows[:top], col] = weight / weight.sum()
+        damping = float(s["damping"])
+        graph = personalized_pagerank(self.p_t, seeds, self.dangling, damping, int(s["iterations"]))
+        if s["graph_score"] == "propagated":
+            graph = np.maximum(graph - (1.0 - damping) * seeds, 0.0)
+        lam = float(s["fusion_weight"])
+        fused = (1.0 - lam) * first / np.maximum(first.max(axis=0, keepdims=True), 1e-12) \
+            + lam * graph / np.maximum(graph.max(axis=0, keepdims=True), 1e-12)
+        return [self._top(fused[:, col], k) for col in range(batch)]
+
+    def _top(self, scores: np.ndarray, k: int) -> list[Hit]:
+        k = min(k, int((scores > 0).sum()))
+        if k <= 0:
+            return []
+        part = np.argpartition(-scores, k - 1)[:k]
+        order = part[np.lexsort((part, -scores[part]))]
+        return [Hit(self.doc_ids[row], float(scores[row]), rank, self.name) for rank, row in enumerate(order.tolist(), 1)]
+
+    def _two_hop(self, queries: Sequence[str], firsts: list[list[Hit]], depth: int) -> list[list[Hit]]:
+        """Fuse, by RRF, each first-stage list with the dense rankings of "question + passage" for its top passages."""
+        m = int(self.settings["hop_passages"])
+        hop_queries = [f"{q} {self.index.store.get(h.doc_id).text}" for q, hits in zip(queries, firsts, strict=True)
+                       for h in hits[:m]]
+        hop_runs = iter(self.dense.search_batch(hop_queries, depth)) if hop_queries else iter(())
+        out = []
+        for hits in firsts:
+            rankings = [hits] + [next(hop_runs) for _ in hits[:m]]
+            weights = [1.0] + [float(self.settings["hop_weight"])] * (len(rankings) - 1)
+            best = sorted(rrf_scores(rankings, weights).items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
+            out.append([Hit(doc_id, score, i + 1, "two-hop") for i, (doc_id, score) in enumerate(best)])
+        return out

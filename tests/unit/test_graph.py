@@ -1,0 +1,188 @@
+"""The passage graph extra and the graph retriever on tiny synthetic corpora."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from tandem.errors import ConfigError
+from tandem.index import add_extras, build_index, open_index
+from tandem.index.graph import (
+    GRAPH_ARRAYS,
+    GraphExtra,
+    build_graph,
+    extract_entities,
+    load_graph,
+    title_aliases,
+)
+from tandem.retrieve import open_retriever
+from tandem.retrieve.graph import (
+    GraphRetriever,
+    personalized_pagerank,
+    transition_matrix,
+)
+from tandem.types import Document, Hit
+
+
+def edges_of(docs: list[Document], **params) -> set[tuple[str, str]]:
+    e = build_graph([d.title for d in docs], [d.text for d in docs], {"entities": False, **params})
+    return {(docs[i].id, docs[j].id) for i, j in zip(e.src.tolist(), e.dst.tolist(), strict=True)}
+
+
+def test_title_aliases_strip_suffix_article_comma_and_short_forms():
+    assert title_aliases("Kiss and Tell (1945 film)") == {" kiss and tell 1945 film ", " kiss and tell "}
+    assert " beatles " in title_aliases("The Beatles")
+    assert " summerlin " in title_aliases("Summerlin, Nevada")
+    assert " zurich " in title_aliases("Zürich")
+    assert title_aliases("UK") == set()  # shorter than min_alias_chars
+    assert " uk " in title_aliases("UK", min_chars=2)
+
+
+def test_mention_edges_follow_titles_and_aliases_at_word_boundaries():
+    docs = [
+        Document("film", "Kiss and Tell (1945 film)", "Kiss and Tell stars Shirley Temple as Corliss Archer."),
+        Document("actor", "Shirley Temple", "Shirley Temple was an actress and later a diplomat."),
+        Document("city", "Paris", "Paris is the capital of France."),
+        Document("other", "Parisian style", "A Parisian style of cooking; no city named here."),
+        Document("town", "Summerlin, Nevada", "Summerlin is a community in Nevada."),
+        Document("school", "Faith Lutheran", "Faith Lutheran is a school in Summerlin."),
+    ]
+    edges = edges_of(docs, max_df=1.0)
+    assert ("film", "actor") in edges  # the film's text names the actress
+    assert ("actor", "film") not in edges  # her passage does not name the film
+    assert ("other", "city") not in edges  # "Parisian" is not "Paris"
+    assert ("school", "town") in edges  # alias before the comma
+    assert all(a != b for a, b in edges)  # no self loops
+
+
+def test_frequent_aliases_are_dropped():
+    docs = [Document(f"d{i}", f"Doc {i}", "It was a Music event.") for i in range(10)]
+    docs.append(Document("music", "Music", "Music is an art."))
+    assert any(b == "music" for _, b in edges_of(docs, max_df=1.0))
+    assert not any(b == "music" for _, b in edges_of(docs, max_df=0.2))
+
+
+def test_entity_extractor_and_entity_edges():
+    found = extract_entities("She served as Chief of Protocol of the United States under The Rolling Stones.")
+    assert {" chief of protocol of the united states ", " united states ", " rolling stones "} <= found
+    assert " she " not in found and " chief " not in found
+    docs = [Document("a", "A", "Born in New Hampshire."), Document("b", "B", "Moved to New Hampshire later."),
+            Document("c", "C", "Nothing shared.")]
+    e = build_graph([d.title for d in docs], [d.text for d in docs], {"entities": True})
+    assert {(int(s), int(t)) for s, t, k in zip(e.src, e.dst, e.type, strict=True) if k == 1} == {(0, 1), (1, 0)}
+
+
+def test_ppr_moves_mass_from_seed_to_neighbours():
+    graphs = load_graph({"src": np.array([0, 1]), "dst": np.array([1, 2]), "weight": np.ones(2, np.float32),
+                         "type": np.zeros(2, np.uint8)}, 4)
+    p = transition_matrix(graphs, reverse_weight=0.0, entity_weight=0.0)
+    seeds = np.array([[1.0], [0.0], [0.0], [0.0]], dtype=np.float32)
+    x = personalized_pagerank(p.T.tocsr(), seeds, np.asarray(p.sum(axis=1)).ravel() == 0, 0.5, 30)
+    assert x[0, 0] > x[1, 0] > x[2, 0] > 0 and x[3, 0] == 0  # mass decays along the path, never reaches 3
+    assert x.sum() == pytest.approx(1.0, abs=1e-5)  # dangling mass returns to the seeds
+
+
+BRIDGE_DOCS = [
+    Document("q1", "Kiss and Tell (1945 film)", "Kiss and Tell is a comedy film starring Shirley Temple as Corliss Archer."),
+    Document("bridge", "Shirley Temple", "Shirley Temple Black was an actress who later served as Chief of Protocol."),
+    *[Document(f"n{i}", f"Corliss Archer story {i}", f"Corliss Archer appears in radio play {i} about a kiss.") for i in range(6)],
+]
+
+
+class FixedFirstStage:
+    """A first stage that returns the same ranking for every query: the film, then the distractors."""
+
+    name = "fixed"
+
+    def search_batch(self, queries, k=10):
+        order = ["q1", *[f"n{i}" for i in range(6)], "bridge"]
+        return [[Hit(d, 1.0 / r, r, self.name) for r, d in enumerate(order[:k], 1)] for _ in queries]
+
+    def search(self, query, k=10):
+        return self.search_batch([query], k)[0]
+
+
+def test_graph_retriever_ranks_the_bridge_passage_up(tmp_path):
+    build_index(BRIDGE_DOCS, tmp_path / "idx", kind="bm25", extras=[GraphExtra(max_df=1.0)])
+    idx = open_index(tmp_path / "idx")
+    query = "What position did the woman who played Corliss Archer in Kiss and Tell hold?"
+    first = [h.doc_id for h in FixedFirstStage().search(query, 10)]
+    assert first.index("bridge") >= 5
+    hits = GraphRetriever(idx, FixedFirstStage(), seeds=2, fusion_weight=0.5).search(query, 5)
+    ranked = [h.doc_id for h in hits]
+    assert ranked[0] == "q1" and "bridge" in ranked[:3]
+    assert all(h.source == "graph" for h in hits) and [h.rank for h in hits] == [1, 2, 3, 4, 5]
+    # fusion_weight 0 is the first stage again
+    assert [h.doc_id for h in GraphRetriever(idx, FixedFirstStage(), fusion_weight=0.0).search(query, 8)] == first
+
+
+def test_graph_retriever_through_open_retriever_with_bm25_first_stage(tmp_path):
+    build_index(BRIDGE_DOCS, tmp_path / "idx", kind="bm25", extras=[GraphExtra(max_df=1.0)])
+    retriever = open_retriever(tmp_path / "idx", "graph", seeds=1, fusion_weight=0.6)
+    hits = retriever.search("Kiss and Tell 1945 comedy film", 3)
+    assert [h.doc_id for h in hits][:2] == ["q1", "bridge"]
+    with pytest.raises(ConfigError, match="unknown graph retriever settings"):
+        open_retriever(tmp_path / "idx", "graph", dampening=0.5)
+    with pytest.raises(ConfigError, match="two_hop needs a dense component"):
+        open_retriever(tmp_path / "idx", "graph", two_hop=True)
+
+
+def test_manifest_records_graph_params_and_add_extras_round_trip(tmp_path):
+    build_index(BRIDGE_DOCS, tmp_path / "plain", kind="bm25")
+    assert not open_index(tmp_path / "plain").manifest.extras
+    add_extras(tmp_path / "plain", [GraphExtra(max_df=0.5, entities=False)], out=tmp_path / "with-graph")
+    assert not open_index(tmp_path / "plain").manifest.extras  # the source is left as it was
+    idx = open_index(tmp_path / "with-graph")
+    params = idx.manifest.params["graph"]
+    assert params["max_df"] == 0.5 and params["entities"] is False and params["entity_edges"] == 0
+    assert params["mention_edges"] == int((idx.extra("graph_type") == 0).sum()) > 0
+    assert set(GRAPH_ARRAYS) <= set(idx.manifest.extras)
+    assert idx.manifest.params["bm25"] == open_index(tmp_path / "plain").manifest.params["bm25"]
+    add_extras(tmp_path / "with-graph", [GraphExtra(max_df=1.0)])  # in place, replacing the arrays
+    assert open_index(tmp_path / "with-graph").manifest.params["graph"]["max_df"] == 1.0
+    with pytest.raises(ConfigError, match="unknown graph settings"):
+        GraphExtra(max_dff=1)
+
+
+def test_graph_retriever_on_index_without_graph_says_how_to_add_it(tmp_path):
+    build_index(BRIDGE_DOCS, tmp_path / "idx", kind="bm25")
+    with pytest.raises(ConfigError, match=r"--add-extras graph --index"):
+        open_retriever(tmp_path / "idx", "graph")
+
+    from tandem.cli import app
+
+    res = CliRunner().invoke(app, ["retrieve", "Shirley Temple", "--index", str(tmp_path / "idx"), "--retriever", "graph"])
+    assert res.exit_code != 0 and isinstance(res.exception, ConfigError)
+    assert "tandem index --add-extras graph --index" in str(res.exception)
+    ok = CliRunner().invoke(app, ["index", "--add-extras", "graph", "--index", str(tmp_path / "idx")])
+    assert ok.exit_code == 0, ok.output
+    res = CliRunner().invoke(app, ["retrieve", "Shirley Temple", "--index", str(tmp_path / "idx"), "--retriever", "graph",
+                                   "--retriever-opt", "seeds=2", "-k", "2"])
+    assert res.exit_code == 0, res.output
+    assert "Shirley Temple" in res.output
+
+
+def test_add_extras_to_a_copy_never_writes_through_to_the_source(tmp_path):
+    build_index(BRIDGE_DOCS, tmp_path / "a", kind="bm25", extras=[GraphExtra(max_df=1.0)])
+    before = {n: np.array(open_index(tmp_path / "a").extra(n)) for n in GRAPH_ARRAYS}
+    add_extras(tmp_path / "a", [GraphExtra(max_df=1.0, entities=False)], out=tmp_path / "b")  # files hard-linked
+    after = open_index(tmp_path / "a")
+    assert after.manifest.params["graph"]["entities"] is True
+    assert all(np.array_equal(before[n], after.extra(n)) for n in GRAPH_ARRAYS)
+    assert open_index(tmp_path / "b").manifest.params["graph"]["entity_edges"] == 0
+
+
+def test_every_method_can_search_through_the_graph(tmp_path):
+    from tandem.compose import build_runnable
+    from tandem.config import RetrieverConfig
+    from tandem.testing.fake_llm import FakeLLM
+    from tandem.types import Question
+
+    build_index(BRIDGE_DOCS, tmp_path / "idx", kind="bm25", extras=[GraphExtra(max_df=1.0)])
+    retriever = RetrieverConfig.from_dict({"kind": "graph", "settings": {"seeds": 2}})
+    method, _ = build_runnable("ircot", FakeLLM(default="So the answer is: x."), open_index(tmp_path / "idx"),
+                               {"k": 2}, retriever=retriever)
+    assert method.search.retriever.name == "graph"
+    answer = method.answer(Question("q", "Where was the director of Example Film born?"))
+    assert answer.trace.steps[0].hits and all(h.source == "graph" for h in answer.trace.steps[0].hits)
