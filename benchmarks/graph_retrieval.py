@@ -21,14 +21,13 @@ import argparse
 import itertools
 import json
 import os
-import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from tandem.corpus import load_dataset
-from tandem.eval.retrieval import evaluate_retrieval
+from tandem.eval.retrieval import evaluate_retrieval, latency_ms
 from tandem.index import add_extras, build_index, open_index
 from tandem.index.encoder import load_encoder
 from tandem.index.graph import DEFAULT_GRAPH, GraphExtra
@@ -91,17 +90,6 @@ def part_scores(questions: Sequence[Question], retriever: Any, parts: dict[str, 
         rows = [by_id[q.id] for q in questions[where] if q.id in by_id]
         out[part] = {m: round(100 * sum(r[m] for r in rows) / len(rows), 1) for m in METRICS}
     return out
-
-
-def latency_ms(retriever: Any, queries: list[str], k: int = 10) -> dict[str, float]:
-    retriever.search(queries[0], k)  # warm-up
-    times = []
-    for q in queries:
-        start = time.perf_counter()
-        retriever.search(q, k)
-        times.append((time.perf_counter() - start) * 1000)
-    times.sort()
-    return {"p50_ms": round(statistics.median(times), 2), "p95_ms": round(times[int(0.95 * (len(times) - 1))], 2)}
 
 
 class Cached:

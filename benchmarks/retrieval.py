@@ -9,12 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import statistics
 import time
 from pathlib import Path
 
 from tandem.corpus import load_dataset
-from tandem.eval.retrieval import evaluate_retrieval
+from tandem.eval.retrieval import evaluate_retrieval, latency_ms
 from tandem.index import build_index, open_index
 from tandem.index.encoder import load_encoder
 from tandem.models import offline_env
@@ -26,17 +25,6 @@ DATASETS = {"hotpotqa": SHARED / "hotpotqa/dev500.jsonl", "musique": SHARED / "m
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def latency_ms(retriever, queries: list[str], k: int = 10) -> dict[str, float]:
-    retriever.search(queries[0], k)  # warm-up
-    times = []
-    for q in queries:
-        start = time.perf_counter()
-        retriever.search(q, k)
-        times.append((time.perf_counter() - start) * 1000)
-    times.sort()
-    return {"p50_ms": round(statistics.median(times), 2), "p95_ms": round(times[int(0.95 * (len(times) - 1))], 2)}
 
 
 def main() -> None:

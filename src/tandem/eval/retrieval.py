@@ -61,3 +61,19 @@ def check_gold_coverage(questions: Sequence[Question], store: Any, min_share: fl
                         f"below --min-gold-share {min_share}: the index is over another corpus, or the ids differ "
                         "(recall would be meaningless)")
     return share
+
+
+def latency_ms(retriever: Retriever, queries: Sequence[str], k: int = 10) -> dict[str, float]:
+    """Single-query search latency over ``queries`` after one warm-up query: p50 and p95 in milliseconds
+    (the nearest-rank p95 of the sorted times)."""
+    import statistics
+    import time
+
+    retriever.search(queries[0], k)
+    times = []
+    for q in queries:
+        start = time.perf_counter()
+        retriever.search(q, k)
+        times.append((time.perf_counter() - start) * 1000)
+    times.sort()
+    return {"p50_ms": round(statistics.median(times), 2), "p95_ms": round(times[int(0.95 * (len(times) - 1))], 2)}
