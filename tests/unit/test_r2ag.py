@@ -356,3 +356,22 @@ def test_scaled_projection_starts_at_the_placeholder_embedding(tiny_llm, docs, t
     assert not torch.allclose(vectors[0], vectors[1])
     with pytest.raises(ConfigError, match="projection"):
         R2FormerConfig(llm_hidden=4, projection="mlp")
+
+
+@pytest.mark.parametrize("projection", ["linear", "scaled"])
+def test_projection_starts_at_the_token_embeddings_scale(projection):
+    """linear: weights N(0, (embed_std/sqrt(d))^2) put the vectors at the embeddings' std; scaled: the same
+    factor outside the weights, N(0, 0.1^2) inside, so vectors start at 0.1 x that std around start_at's point."""
+    torch.manual_seed(0)
+    embed_std = 0.136
+    model = R2Former(R2FormerConfig(llm_hidden=512, d_model=256, embed_std=embed_std, projection=projection)).eval()
+    feats = torch.rand(8, 10, 3)
+    with torch.no_grad():
+        vectors, _ = model(feats)
+    expected = embed_std if projection == "linear" else 0.1 * embed_std
+    assert vectors.std().item() == pytest.approx(expected, rel=0.15)
+    anchor = torch.full((512,), 0.5)
+    model.start_at(anchor)
+    with torch.no_grad():
+        moved, _ = model(feats)
+    assert (moved - vectors).mean(dim=(0, 1)).allclose(anchor, atol=1e-4)

@@ -158,8 +158,9 @@ class R2Former(nn.Module):
         # embeddings' scale (an all-zero start gives NaN gradients through the LLM, docs/design.md).
         # "scaled" keeps that factor outside the weights, so one Adam step of size lr moves a vector by
         # about lr * embed_std instead of lr * d: the same functions, steps at the embeddings' scale.
-        self.scale = config.embed_std / config.d_model ** 0.5 if config.projection == "scaled" else 1.0
-        nn.init.normal_(self.proj.weight, std=0.1 if config.projection == "scaled" else self.scale)
+        step = config.embed_std / config.d_model ** 0.5
+        self.scale = step if config.projection == "scaled" else 1.0
+        nn.init.normal_(self.proj.weight, std=0.1 if config.projection == "scaled" else step)
         nn.init.zeros_(self.proj.bias)
 
     def start_at(self, vector: torch.Tensor) -> None:
