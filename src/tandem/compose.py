@@ -20,13 +20,19 @@ from tandem.methods.base import Method, Search
 from tandem.methods.cooprag import CoopRAG
 from tandem.methods.direct import Direct
 from tandem.methods.dualrag import DualRAG
+from tandem.methods.genground import GenGround
 from tandem.methods.ircot import IRCoT
+from tandem.methods.iter_retgen import IterRetGen
+from tandem.methods.metarag import MetaRAG
 from tandem.methods.naive_rag import NaiveRAG
 from tandem.methods.oracle import Oracle
 from tandem.methods.settings import (
     SETTINGS,
     CoopRAGSettings,
     DualRAGSettings,
+    GenGroundSettings,
+    IterRetGenSettings,
+    MetaRAGSettings,
     NaiveRAGSettings,
     R2AGSettings,
     RerankSettings,
@@ -98,6 +104,33 @@ def _naive_rag(parts: Parts, s: NaiveRAGSettings) -> Method:
     return NaiveRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
 
 
+def _iter_retgen(parts: Parts, s: IterRetGenSettings) -> Method:
+    search = parts.need_search("iter_retgen")
+    return IterRetGen(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
+
+
+def _genground(parts: Parts, s: GenGroundSettings) -> Method:
+    search = parts.need_search("genground")
+    return GenGround(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
+
+
+def _metarag(parts: Parts, s: MetaRAGSettings) -> Method:
+    """MetaRAG's monitor compares answers with ``monitor_encoder``, else the index's encoder, else the embedded
+    MiniLM; it is loaded on the monitor's first use."""
+    from tandem.index.encoder import Encoder, load_encoder
+    from tandem.models import DEFAULT_ENCODER
+
+    search = parts.need_search("metarag")
+    index = parts.index
+
+    def encoder() -> Encoder:
+        if s.monitor_encoder is None and index is not None and index.manifest.encoder is not None:
+            return index.encoder
+        return load_encoder(s.monitor_encoder or DEFAULT_ENCODER)
+
+    return MetaRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, index), encoder=encoder)
+
+
 def _dualrag(parts: Parts, s: DualRAGSettings) -> Method:
     search = parts.need_search("dualrag")
     if s.keyword_retriever == "dense":
@@ -156,8 +189,11 @@ METHODS: dict[str, Callable[[Parts, Any], Method]] = {
     "dualrag": _dualrag,
     "cooprag": _cooprag,
     "r2ag": _r2ag,
+    "iter_retgen": _iter_retgen,
+    "genground": _genground,
+    "metarag": _metarag,
 }
-NEEDS_INDEX = {"naive_rag", "ircot", "dualrag", "cooprag", "r2ag"}
+NEEDS_INDEX = {"naive_rag", "ircot", "dualrag", "cooprag", "r2ag", "iter_retgen", "genground", "metarag"}
 
 
 def method_settings_model(name: str) -> type[Settings]:

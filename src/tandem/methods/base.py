@@ -13,6 +13,7 @@ from tandem.errors import ConfigError, ParseError
 from tandem.index.store import DocStore
 from tandem.llm.structured import bound_schema
 from tandem.llm.types import LLM, LLMRequest, LLMResponse, Message, constrains_json, context_window, fit_to_context
+from tandem.rerank.base import Reranker
 from tandem.retrieve.base import Retriever
 from tandem.types import Answer, Document, Hit, LLMCall, Question, Step, current_observer
 
@@ -40,6 +41,16 @@ class Search:
     def __call__(self, query: str, k: int) -> tuple[list[Hit], list[Document]]:
         hits = self.retriever.search(query, k)
         return hits, [self.store.get(h.doc_id) for h in hits]
+
+
+def search_reranked(search: Search, reranker: Reranker | None, query: str, k: int,
+                    candidates: int) -> tuple[list[Hit], list[Document]]:
+    """The top ``candidates`` for ``query`` reranked to ``k`` by ``reranker``, or the top ``k`` without one."""
+    hits, docs = search(query, candidates if reranker is not None else k)
+    if reranker is None:
+        return hits, docs
+    hits = reranker.rerank(query, hits, k)
+    return hits, [search.store.get(h.doc_id) for h in hits]
 
 
 def record_call(llm: LLM, step: Step, role: str, req: LLMRequest, *,

@@ -153,7 +153,59 @@ class R2AGSettings(Settings):
     doc_words: int | None = Field(None, ge=1, description="words kept per document (default: the checkpoint's)")
 
 
+class IterRetGenSettings(RerankSettings):
+    """Iter-RetGen (docs/methods/baselines.md): retrieve with the question plus the previous generation, generate,
+    ``iterations`` times."""
+
+    iterations: int = Field(3, ge=1, description="retrieval-generation rounds (paper and DualRAG's runs: 3)")
+    k: int = Field(5, ge=1, description="documents in each generation's prompt")
+    candidates: int = Field(50, ge=1, description="first-stage depth when a reranker is set")
+    temperature: float = _temperature()
+    max_tokens: int = Field(256, ge=1, description="tokens per generation (a chain of thought ending in the answer)")
+
+
+class GenGroundSettings(RerankSettings):
+    """GenGround (docs/methods/baselines.md): generate a sub-question and its answer, then ground the answer in
+    retrieved documents, batch by batch."""
+
+    max_iter: int = Field(5, ge=1, description="sub-questions at most (DualRAG's runs: 5)")
+    topk: int = Field(50, ge=1, description="first-stage hits per sub-question (DualRAG's runs: 50)")
+    rerank_topk: int = Field(10, ge=1, description="documents kept after reranking (DualRAG's runs: 10)")
+    batch: int = Field(3, ge=1, description="documents per grounding call (the authors: 3)")
+    reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
+        "bi_encoder", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
+                                  "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order")
+    temperature: float = _temperature()
+    send_schema: bool = Field(True, description="send the plan role's bounded schema (false = prompt-only)")
+    ground_tokens: int = Field(128, ge=1, description="tokens per grounding reply")
+    max_tokens: int = Field(32, ge=1, description="final answer tokens")
+
+
+class MetaRAGSettings(RerankSettings):
+    """MetaRAG (docs/methods/baselines.md): answer, monitor, and on doubt a critic that diagnoses and suggests."""
+
+    max_iter: int = Field(5, ge=1, description="generations at most (the authors: 5)")
+    candidates: int = Field(100, ge=1, description="first-stage depth (DualRAG's runs: 100)")
+    k: int = Field(10, ge=1, description="documents kept after reranking (DualRAG's runs: 10)")
+    reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
+        "bi_encoder", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
+                                  "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order")
+    monitor: Literal["pseudo_answer", "off"] = Field(
+        "pseudo_answer", description="pseudo_answer: an LLM answers from the documents alone and the answer is "
+                                     "accepted when the two are similar (the authors: a T5 expert); off: accept the "
+                                     "first answer")
+    threshold: float = Field(0.3, ge=-1.0, le=1.0, description="monitor: accept when cosine(answer, pseudo-answer) "
+                                                               "exceeds it (the authors: 0.3)")
+    monitor_encoder: str | None = Field(None, description="monitor's sentence encoder (default: the index's, else "
+                                                          "the embedded MiniLM, the authors' choice)")
+    rewrite_chars: int = Field(64, ge=1, description="rewritten queries are cut to this many characters (the "
+                                                     "authors: 64)")
+    temperature: float = _temperature()
+    send_schema: bool = Field(True, description="send the generator's bounded schema (false = prompt-only)")
+
+
 SETTINGS: dict[str, type[Settings]] = {
     "direct": DirectSettings, "naive_rag": NaiveRAGSettings, "oracle": OracleSettings, "ircot": IRCoTSettings,
     "dualrag": DualRAGSettings, "cooprag": CoopRAGSettings, "r2ag": R2AGSettings,
+    "iter_retgen": IterRetGenSettings, "genground": GenGroundSettings, "metarag": MetaRAGSettings,
 }

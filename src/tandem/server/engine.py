@@ -30,9 +30,9 @@ from tandem.types import Answer, Question, Step, TraceObserver, observe_traces
 T = TypeVar("T")
 UPLOAD_SUFFIXES = {".txt", ".md", ".markdown", ".jsonl"}
 # settings a request may not set: they load models, LLMs or files named by the caller
-REFUSED_SETTINGS = frozenset({"role_llms", "r2former", "encoder", "embeddings_from", "reranker_model", "template",
-                              "placeholder"})
-MAX_INT_SETTING = 200       # k, topk, max_iter, ... (max_tokens: MAX_TOKENS_SETTING)
+REFUSED_SETTINGS = frozenset({"role_llms", "r2former", "encoder", "monitor_encoder", "embeddings_from", "reranker_model",
+                              "template", "placeholder"})
+MAX_INT_SETTING = 200       # k, topk, max_iter, ... (max_tokens, ground_tokens: MAX_TOKENS_SETTING)
 MAX_TOKENS_SETTING = 4096
 MAX_METHODS = 32            # methods kept built (least recently used dropped)
 MAX_JOBS = 100              # finished upload jobs remembered
@@ -50,7 +50,7 @@ def check_request_settings(name: str, settings: Mapping[str, Any]) -> None:
             raise ConfigError(f"setting {key!r} loads a model or file: set it when starting the server, not per request")
         values = value.values() if key == "max_tokens" and isinstance(value, dict) else [value]
         for v in values:
-            limit = MAX_TOKENS_SETTING if key == "max_tokens" else MAX_INT_SETTING
+            limit = MAX_TOKENS_SETTING if key.endswith("_tokens") else MAX_INT_SETTING
             if isinstance(v, bool) or v is None:
                 continue
             if isinstance(v, (int, float)):

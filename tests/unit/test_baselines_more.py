@@ -1,0 +1,195 @@
+"""Iter-RetGen, GenGround and MetaRAG driven by the scripted fake LLM: control flow and traces."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from tandem.errors import ConfigError
+from tandem.index import build_index, open_index
+from tandem.methods import METHODS, NEEDS_INDEX, Search, build_method
+from tandem.methods.genground import parse_ground, parse_plan
+from tandem.methods.ircot import ANSWER_MARKER
+from tandem.methods.metarag import (
+    SUGGEST_KNOWLEDGE,
+    SUGGEST_REASON,
+    SUGGEST_RETRIEVED,
+    MetaRAG,
+    parse_yes_no,
+)
+from tandem.methods.settings import MetaRAGSettings
+from tandem.retrieve import open_retriever
+from tandem.testing.fake_llm import FakeLLM
+from tandem.types import Question
+
+QUESTION = Question("q1", "Which river flows through the city where Marie Curie was born?", ("Vistula",), ("d1", "d3"))
+
+
+@pytest.fixture
+def search(tmp_path, small_docs):
+    build_index(small_docs, tmp_path / "idx", kind="bm25")
+    idx = open_index(tmp_path / "idx")
+    return Search(open_retriever(idx), idx.store)
+
+
+class ExactEncoder:
+    """Unit vectors equal for equal (case-folded) texts and orthogonal otherwise: cosine is 1 or 0."""
+
+    name, dim, pooling = "exact", 32, "mean"
+
+    def __init__(self) -> None:
+        self.slots: dict[str, int] = {}
+
+    def encode(self, texts: Sequence[str], **_: object) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            out[row, self.slots.setdefault(text.lower(), len(self.slots))] = 1.0
+        return out
+
+
+def _plan(sub_question: str = "", answer: str = "", finished: bool = False) -> str:
+    return json.dumps({"finished": finished, "sub_question": sub_question, "answer": answer})
+
+
+def _gen(answer: str, reason: str = "Marie Curie was born in Warsaw.") -> str:
+    return json.dumps({"reason": reason, "answer": answer})
+
+
+def test_registered_and_need_an_index(search):
+    for name in ("iter_retgen", "genground", "metarag"):
+        assert name in METHODS and name in NEEDS_INDEX
+        with pytest.raises(ConfigError, match="give it an index"):
+            build_method(name, FakeLLM())
+    # MetaRAG's monitor encoder loads on first use, not at build time
+    assert isinstance(build_method("metarag", FakeLLM(), search, reranker="none"), MetaRAG)
+
+
+def test_iter_retgen_queries_carry_the_previous_generation(search):
+    gens = ["Marie Curie was born in Warsaw.", f"Warsaw lies on the Vistula. {ANSWER_MARKER} Vistula.",
+            f"Warsaw is on the Vistula. {ANSWER_MARKER} the Vistula."]
+    llm = FakeLLM(responses=gens)
+    ans = build_method("iter_retgen", llm, search, k=2).answer(QUESTION)
+    steps = ans.trace.steps
+    assert [s.name for s in steps] == ["iteration 1", "iteration 2", "iteration 3"]
+    assert steps[0].queries == [QUESTION.text]
+    assert steps[1].queries == [f"{QUESTION.text} {gens[0]}"] and steps[2].queries == [f"{QUESTION.text} {gens[1]}"]
+    assert all(len(s.hits) == 2 and len(s.llm_calls) == 1 for s in steps)
+    assert ans.text == "the Vistula" and len(llm.calls) == 3
+    # each generation reads its own retrieval
+    assert f"[1] {search.store.get(steps[2].hits[0].doc_id).title}" in llm.calls[2].last_user
+
+
+def test_iter_retgen_without_marker_asks_for_a_brief_answer(search):
+    llm = FakeLLM(responses=["Marie Curie was born in Warsaw.", "Vistula"])
+    ans = build_method("iter_retgen", llm, search, k=2, iterations=1).answer(QUESTION)
+    assert [s.name for s in ans.trace.steps] == ["iteration 1", "answer"]
+    assert "Marie Curie was born in Warsaw." in llm.calls[1].last_user and ans.text == "Vistula"
+
+
+def test_genground_stops_grounding_at_the_first_non_empty_batch(search):
+    llm = FakeLLM(responses=[
+        _plan("Was Marie Curie born in Warsaw or Paris?", "Paris"),
+        "<ref> Empty </ref>",
+        "<ref>Marie Curie was born in Warsaw.</ref><revise>Warsaw</revise>",
+        _plan(finished=True),
+        "Vistula",
+    ])
+    ans = build_method("genground", llm, search, reranker="none", rerank_topk=4, batch=1).answer(QUESTION)
+    first, second, final = ans.trace.steps
+    assert [s.name for s in ans.trace.steps] == ["iteration 1", "iteration 2", "answer"]
+    assert first.queries == ["Was Marie Curie born in Warsaw or Paris?"] and len(first.hits) >= 3
+    assert [c.role for c in first.llm_calls] == ["plan", "ground", "ground"]  # later batches are not asked
+    assert first.notes["grounded_batch"] == 2 and first.notes["answer"] == "Warsaw"
+    assert ans.trace.docs_read == [h.doc_id for h in first.hits[:2]]
+    assert second.notes["stop"] == "finished" and second.queries == []
+    pair = "Was Marie Curie born in Warsaw or Paris? -> Warsaw"  # the revised answer replaces "Paris"
+    assert pair in llm.calls[3].last_user and pair in llm.calls[4].last_user
+    assert ans.text == "Vistula" and final.llm_calls[0].role == "answer"
+
+
+def test_genground_keeps_the_generated_answer_without_evidence_and_respects_the_cap(search):
+    llm = FakeLLM(responses=[_plan("Where was Marie Curie born?", "Warsaw"), "no tags at all", "<ref>Empty</ref>",
+                             _plan("Which river flows through Warsaw?", "Vistula"), "<ref> Empty </ref>",
+                             "<ref> Empty </ref>", "Vistula"])
+    ans = build_method("genground", llm, search, reranker="none", rerank_topk=2, batch=1, max_iter=2).answer(QUESTION)
+    first, second, _ = ans.trace.steps
+    assert first.notes["answer"] == "Warsaw" and first.notes["grounded_batch"] is None
+    assert first.notes["fallbacks"] == ["ground: no <ref> tag; batch taken as empty"]
+    assert second.notes["answer"] == "Vistula" and len(second.llm_calls) == 3  # plan + 2 batches
+    assert ans.text == "Vistula" and llm.remaining == 0
+
+
+def test_genground_unusable_plan_is_a_counted_fallback(search):
+    llm = FakeLLM(responses=["not json", "still not json", "Vistula"])
+    ans = build_method("genground", llm, search, reranker="none").answer(QUESTION)
+    first = ans.trace.steps[0]
+    assert first.notes["stop"] == "no usable plan"
+    assert first.notes["fallbacks"] == ["plan: stop generating sub-questions"]
+    assert [c.role for c in first.llm_calls] == ["plan", "plan:repair"] and first.llm_calls[-1].outcome == "fallback"
+    assert ans.text == "Vistula"
+
+
+def _metarag(llm: FakeLLM, search: Search, **settings: object) -> MetaRAG:
+    s = MetaRAGSettings.from_dict({"k": 2, "reranker": "none", **settings})
+    return MetaRAG(llm, search, s, encoder=ExactEncoder)
+
+
+def test_metarag_accepts_when_the_monitor_agrees(search):
+    llm = FakeLLM(responses=[_gen("Warsaw"), "Warsaw."])
+    ans = _metarag(llm, search).answer(QUESTION)
+    it = ans.trace.steps[1]
+    assert [c.role for c in it.llm_calls] == ["generate", "monitor"]
+    assert it.notes["stop"] == "accepted" and it.notes["similarity"] == 1.0
+    assert ans.text == "Warsaw" and len(ans.trace.steps) == 2
+
+
+def test_metarag_critic_rewrites_the_query_when_references_are_insufficient(search):
+    long_query = "Vistula river of Poland through its capital city, with every detail spelled out at length"
+    llm = FakeLLM(responses=[_gen("Paris"), "Warsaw", "no", "no", long_query, _gen("Vistula"), "Vistula"])
+    ans = _metarag(llm, search).answer(QUESTION)
+    first, second = ans.trace.steps[1:]
+    assert [c.role for c in first.llm_calls] == ["generate", "monitor", "internal_knowledge", "sufficiency",
+                                                 "rewrite"]
+    assert first.queries == [long_query[:64]] and first.notes["sufficient"] is False
+    assert "entailed" not in first.notes
+    union = ans.trace.steps[0].hits + first.hits
+    assert len({h.doc_id for h in union}) == len(ans.trace.docs_read) > 2
+    assert f"Suggestion: {SUGGEST_RETRIEVED}" in llm.calls[5].last_user and "[3]" in llm.calls[5].last_user
+    assert second.notes["stop"] == "accepted" and ans.text == "Vistula"
+
+
+def test_metarag_critic_checks_entailment_when_references_suffice(search):
+    llm = FakeLLM(responses=[_gen("Paris"), "Warsaw", "yes", "Yes.", "no", _gen("Warsaw")])
+    ans = _metarag(llm, search, max_iter=2).answer(QUESTION)
+    first, second = ans.trace.steps[1:]
+    assert [c.role for c in first.llm_calls] == ["generate", "monitor", "internal_knowledge", "sufficiency",
+                                                 "entailment"]
+    assert first.queries == [] and first.notes["entailed"] is False
+    assert first.notes["suggestion"] == f"{SUGGEST_REASON} {SUGGEST_KNOWLEDGE}"
+    assert [c.role for c in second.llm_calls] == ["generate"] and second.notes["stop"] == "iteration cap"
+    assert ans.text == "Warsaw" and llm.remaining == 0
+
+
+def test_metarag_unusable_replies_fall_back_visibly(search):
+    llm = FakeLLM(responses=["Warsaw, I think", "still prose", "Warsaw"])
+    ans = _metarag(llm, search, monitor="off").answer(QUESTION)
+    it = ans.trace.steps[1]
+    assert it.notes["fallbacks"] == ["generate: the reply's first line is the answer"]
+    assert ans.text == "Warsaw, I think" and it.notes["stop"] == "monitor off" and llm.remaining == 1
+
+
+def test_parsers():
+    assert parse_ground("<ref> Empty </ref>") == ("", "")
+    assert parse_ground("<ref>Warsaw is on the Vistula.</ref><revise>Vistula.</revise>") == (
+        "Warsaw is on the Vistula.", "Vistula")
+    assert parse_ground("nothing") is None
+    assert parse_plan(_plan(finished=True)).finished
+    assert parse_yes_no('"Yes."') is True and parse_yes_no("no, because") is False
+    for bad in (_plan(), "prose"):
+        with pytest.raises(Exception, match="sub_question|JSON"):
+            parse_plan(bad)
+    with pytest.raises(Exception, match="yes or no"):
+        parse_yes_no("maybe")
