@@ -5,7 +5,7 @@ both are settings here, with deterministic decoding by default)."""
 from __future__ import annotations
 
 from tandem.llm.types import LLM
-from tandem.methods.base import Search, brief_answer_messages, call_llm, clean_answer
+from tandem.methods.base import Search, brief_answer_messages, call_llm, clean_answer, search_reranked
 from tandem.methods.settings import NaiveRAGSettings
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Question, Step, Trace
@@ -25,10 +25,7 @@ class NaiveRAG:
     def answer(self, question: Question) -> Answer:
         trace = Trace()
         step = trace.add(Step("retrieve", queries=[question.text]))
-        hits, docs = self.search(question.text, self.candidates if self.reranker else self.k)
-        if self.reranker is not None:
-            hits = self.reranker.rerank(question.text, hits, self.k)
-            docs = [self.search.store.get(h.doc_id) for h in hits]
+        hits, docs = search_reranked(self.search, self.reranker, question.text, self.k, self.candidates)
         step.hits = hits
         trace.read([d.id for d in docs])
         answer_step = trace.add(Step("answer"))

@@ -36,6 +36,9 @@ METHOD_SETTINGS: dict[str, dict[str, Any]] = {
     "ircot": {"k": 5, "max_steps": 3},
     "dualrag": {"reranker": "none", "keyword_retriever": "index", "max_iter": 3},
     "cooprag": {"reranker": "none", "first_stage": "index", "k": 5},
+    "iter_retgen": {"k": 5, "iterations": 3},
+    "genground": {"reranker": "none", "max_iter": 3, "rerank_topk": 6},
+    "metarag": {"reranker": "none", "k": 5, "max_iter": 3, "monitor": "off"},
 }
 # the figures recorded per method (means over the questions)
 FIGURES = ("em", "f1", "acc", "gold_doc_recall", "llm_calls_per_q", "retrieval_calls_per_q", "errors")
