@@ -121,6 +121,7 @@ class RunConfig(Settings):
     retriever: RetrieverConfig = Field(default_factory=RetrieverConfig, description="the retriever over the index")
     llm: LLMConfig = Field(default_factory=LLMConfig, description="the method's LLM")
     settings: dict[str, Any] = Field(default_factory=dict, description="the method's settings (tandem methods NAME)")
+    preset: str | None = Field(None, description="the named set-up the settings started from (e.g. paper)")
     judge: str | None = Field(None, description="LLM spec of the yes/no judge (adds the 'judge' metric)")
     reanswer: bool = Field(False, description="score max(raw, re-answered) as DualRAG's evaluation does")
     limit: int | None = Field(None, ge=1, description="only the first N questions")

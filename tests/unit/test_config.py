@@ -42,7 +42,8 @@ def test_settings_errors_name_the_key_and_the_valid_ones():
 
 def test_run_config_resolves_settings_and_reads_legacy_folders():
     cfg = RunConfig.from_dict({"method": "ircot", "dataset": "d.jsonl", "settings": {"k": 2}})
-    assert cfg.settings == {"k": 2, "max_steps": 5, "policy": "replace", "temperature": 0.0, "max_tokens": 64}
+    assert cfg.settings == {"k": 2, "candidates": 50, "max_steps": 5, "policy": "replace", "temperature": 0.0,
+                            "max_tokens": 64, "reranker": "none", "reranker_model": None, "min_score": 0.0}
     assert RunConfig.from_dict(cfg.to_dict()) == cfg
     legacy = RunConfig.from_dict({"task": "qa", "method": "ircot", "dataset": "d.jsonl", "llm": "fake:x",
                                   "llm_opts": {"constrains_json": True}, "hyper": {"k": 2}})
@@ -128,3 +129,25 @@ def test_naive_rag_takes_a_reranker_by_name(small_docs, tmp_path):
     assert isinstance(method.reranker, BiEncoderReranker)
     answer = method.answer(Question("q", "Where was Marie Curie born?"))
     assert answer.text == "Warsaw" and len(answer.trace.steps[0].hits) == 2
+
+
+def test_paper_preset_sets_the_controlled_comparison_under_explicit_settings(tmp_path):
+    data = shared("fixtures/hotpot_example.jsonl")
+    cli = CliRunner()
+    assert cli.invoke(app, ["index", "--dataset", str(data), "--kind", "bm25", "--out", str(tmp_path / "idx")]).exit_code == 0
+    res = cli.invoke(app, ["eval", "qa", "--preset", "paper", "--method", "ircot", "--dataset", str(data), "--index",
+                           str(tmp_path / "idx"), "--llm", "fake:So the answer is: Warsaw.", "--set", "k=3",
+                           "--limit", "2", "--no-cache", "--out", str(tmp_path / "run")])
+    assert res.exit_code == 0, res.output
+    config = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert config["preset"] == "paper" and config["reanswer"] is True and config["judge"] == "fake:So the answer is: Warsaw."
+    assert {k: config["settings"][k] for k in ("candidates", "reranker", "temperature", "k")} == {
+        "candidates": 50, "reranker": "bi_encoder", "temperature": 0.3, "k": 3}  # --set k=3 wins over the preset's 10
+    rows = _predictions(tmp_path / "run")
+    assert all(len(step["hits"]) == 3 for row in rows for step in row["trace"]["steps"] if step["hits"])
+    metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert "judge" in metrics
+    with pytest.raises(ConfigError, match=r"unknown preset 'papr'; presets: \['paper'\]"):
+        from tandem.methods.presets import preset
+
+        preset("papr", "ircot")

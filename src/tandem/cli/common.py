@@ -192,6 +192,8 @@ LLM_OPT_HELP = ("LLM option KEY=VALUE, repeatable: json_mode, timeout, max_retri
                 "(per backend), temperature, max_tokens[.ROLE]. A wrong key lists the valid ones.")
 
 
+PRESET_HELP = ("A named set-up under the config file and the other options: paper = DualRAG's controlled "
+               "comparison (top-50 -> reranker -> top-10 for every method, full answer, re-answer, LLM judge).")
 CONFIG_HELP = ("Run config, YAML or JSON (a run folder's config.json re-runs that run); options given on the "
                "command line override it.")
 RETRIEVER_HELP = "Retriever over the index: bm25 | dense | hybrid | graph (default: the index's kind)."
@@ -202,6 +204,7 @@ RETRIEVER_OPT_HELP = ("Retriever setting KEY=VALUE, repeatable (graph: first_sta
 def run_config(config_file: Path | None, *, llm: str | None = None, llm_opt: list[str] = (),  # type: ignore[assignment]
                set_items: list[str] = (), retriever: str | None = None, fusion: str | None = None,  # type: ignore[assignment]
                retriever_opt: list[str] = (),  # type: ignore[assignment]
+               preset: str | None = None,
                r2former: Path | None = None, **fields: object):
     """The run's :class:`tandem.config.RunConfig`: the config file (if any), then every option the command
     line gave (``None`` = not given) on top: ``--set`` and ``--llm-opt`` add to the file's settings and
@@ -218,8 +221,17 @@ def run_config(config_file: Path | None, *, llm: str | None = None, llm_opt: lis
     backend_opts, generation = split_llm_options(spec, parse_pairs(llm_opt), data.get("method"))
     llm_part["options"] = {**llm_part.get("options", {}), **backend_opts}
     data["llm"] = llm_part
-    data["settings"] = {**(base.get("settings") or {}), **parse_settings(list(set_items)), **generation,
-                        **({"r2former": str(r2former)} if r2former else {})}
+    preset_settings: dict = {}
+    if preset or base.get("preset"):
+        from tandem.methods.presets import SAME_LLM
+        from tandem.methods.presets import preset as named
+
+        data["preset"] = preset or base.get("preset")
+        run_options, preset_settings = named(data["preset"], str(data.get("method")))
+        for key, value in run_options.items():  # under the config file and the command line
+            data.setdefault(key, spec if value == SAME_LLM else value)
+    data["settings"] = {**preset_settings, **(base.get("settings") or {}), **parse_settings(list(set_items)),
+                        **generation, **({"r2former": str(r2former)} if r2former else {})}
     base_retriever = dict(base.get("retriever") or {})
     data["retriever"] = {**base_retriever, **({"kind": retriever} if retriever else {}),
                          **({"fusion": fusion} if fusion else {}),

@@ -11,6 +11,7 @@ from tandem.cli.common import (
     CONFIG_HELP,
     JSON_OPTION,
     LLM_OPT_HELP,
+    PRESET_HELP,
     RETRIEVER_HELP,
     RETRIEVER_OPT_HELP,
     build_from_config,
@@ -85,6 +86,7 @@ def eval_retrieval(
 def eval_qa(
     out_dir: Annotated[Path, typer.Option("--out", help="Run folder (resumed if it exists).")],
     config_file: Annotated[Optional[Path], typer.Option("--config", help=CONFIG_HELP)] = None,
+    preset: Annotated[Optional[str], typer.Option(help=PRESET_HELP)] = None,
     method: Annotated[Optional[str], typer.Option(help="Method name (tandem methods).")] = None,
     dataset: Annotated[Optional[Path], typer.Option(help="QA dataset.")] = None,
     index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index folder over the dataset's pool.")] = None,
@@ -107,7 +109,7 @@ def eval_qa(
     as_json: Annotated[bool, typer.Option("--json", help="Print the metrics as JSON on stdout.")] = False,
 ) -> None:
     """Run a QA method over a dataset: predictions with traces, EM / F1 / cover-acc / judge, cost per question."""
-    cfg = run_config(config_file, llm=llm, llm_opt=llm_opt, set_items=settings, retriever=retriever, fusion=fusion, retriever_opt=retriever_opt,
+    cfg = run_config(config_file, llm=llm, llm_opt=llm_opt, set_items=settings, retriever=retriever, fusion=fusion, retriever_opt=retriever_opt, preset=preset,
                      r2former=r2former, method=method, dataset=dataset, index=index_dir, limit=limit,
                      concurrency=concurrency, judge=judge, reanswer=reanswer, cache=cache, format=fmt)
     if cfg.dataset is None:

@@ -20,8 +20,10 @@ from tandem.methods.base import (
     call_llm,
     clean_answer,
     format_docs,
+    search_reranked,
 )
 from tandem.methods.settings import IRCoTSettings
+from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace
 
 ANSWER_MARKER = "So the answer is:"
@@ -71,9 +73,11 @@ class IRCoT:
 
     name = "ircot"
 
-    def __init__(self, llm: LLM, search: Search, settings: IRCoTSettings | None = None) -> None:
+    def __init__(self, llm: LLM, search: Search, settings: IRCoTSettings | None = None, *,
+                 reranker: Reranker | None = None) -> None:
         s = settings or IRCoTSettings()
         self.llm, self.search, self.k, self.max_steps, self.policy = llm, search, s.k, s.max_steps, s.policy
+        self.reranker, self.candidates = reranker, s.candidates
         self.temperature, self.max_tokens = s.temperature, s.max_tokens
 
     def _messages(self, question: str, docs: list[Document], thoughts: list[str]) -> list[Message]:
@@ -82,7 +86,7 @@ class IRCoT:
         return [Message("system", INSTRUCTION), Message("user", user)]
 
     def _retrieve(self, trace: Trace, step: Step, query: str, docs: list[Document]) -> list[Document]:
-        hits, new = self.search(query, self.k)
+        hits, new = search_reranked(self.search, self.reranker, query, self.k, self.candidates)
         step.queries.append(query)
         step.hits = hits
         if self.policy == "accumulate":

@@ -56,10 +56,11 @@ class OracleSettings(Settings):
     max_tokens: int = Field(32, ge=1, description="answer tokens")
 
 
-class IRCoTSettings(Settings):
+class IRCoTSettings(RerankSettings):
     """IRCoT: one chain-of-thought sentence per step, each retrieved with, until "So the answer is:"."""
 
-    k: int = Field(5, ge=1, description="documents retrieved per step")
+    k: int = Field(5, ge=1, description="documents read per step")
+    candidates: int = Field(50, ge=1, description="first-stage depth when a reranker is set")
     max_steps: int = Field(5, ge=1, description="reasoning steps at most")
     policy: Literal["replace", "accumulate"] = Field("replace", description="replace: each step reads its own "
                                                                             "hits (DualRAG's IRCoT); accumulate: "
