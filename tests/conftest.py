@@ -31,6 +31,18 @@ def small_docs() -> list[Document]:
     return [Document(i, t, x) for i, (t, x) in texts.items()]
 
 
+@pytest.fixture
+def search(tmp_path, small_docs):
+    """A BM25 search over ``small_docs`` (an index built in the test's folder)."""
+    from tandem.index import build_index, open_index
+    from tandem.methods import Search
+    from tandem.retrieve import open_retriever
+
+    build_index(small_docs, tmp_path / "idx", kind="bm25")
+    idx = open_index(tmp_path / "idx")
+    return Search(open_retriever(idx), idx.store)
+
+
 CHAT = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
         "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<reponame>"]

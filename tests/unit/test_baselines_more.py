@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from tandem.errors import ConfigError
-from tandem.index import build_index, open_index
 from tandem.methods import METHODS, NEEDS_INDEX, Search, build_method
 from tandem.methods.genground import parse_ground, parse_plan
 from tandem.methods.ircot import ANSWER_MARKER
@@ -21,18 +20,10 @@ from tandem.methods.metarag import (
     parse_yes_no,
 )
 from tandem.methods.settings import MetaRAGSettings
-from tandem.retrieve import open_retriever
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Question
 
 QUESTION = Question("q1", "Which river flows through the city where Marie Curie was born?", ("Vistula",), ("d1", "d3"))
-
-
-@pytest.fixture
-def search(tmp_path, small_docs):
-    build_index(small_docs, tmp_path / "idx", kind="bm25")
-    idx = open_index(tmp_path / "idx")
-    return Search(open_retriever(idx), idx.store)
 
 
 class ExactEncoder:

@@ -22,13 +22,6 @@ from tandem.types import Hit, Question
 QUESTION = Question("q1", "Which river flows through the city where Marie Curie was born?", ("Vistula",), ("d1", "d3"))
 
 
-@pytest.fixture
-def search(tmp_path, small_docs):
-    build_index(small_docs, tmp_path / "idx", kind="bm25")
-    idx = open_index(tmp_path / "idx")
-    return Search(open_retriever(idx), idx.store)
-
-
 def think(thought: str, retrieve: bool = True) -> str:
     return json.dumps({"thought": thought, "need_retrieve": retrieve})
 

@@ -5,20 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tandem.errors import ConfigError
-from tandem.index import build_index, open_index
-from tandem.methods import Search, build_method
+from tandem.methods import build_method
 from tandem.methods.ircot import ANSWER_MARKER, extract_answer, first_sentence
-from tandem.retrieve import open_retriever
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Question
-
-
-@pytest.fixture
-def search(tmp_path, small_docs):
-    build_index(small_docs, tmp_path / "idx", kind="bm25")
-    idx = open_index(tmp_path / "idx")
-    return Search(open_retriever(idx), idx.store)
-
 
 QUESTION = Question("q1", "Which river flows through the city where Marie Curie was born?", ("Vistula",), ("d1", "d3"))
 

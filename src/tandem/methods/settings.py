@@ -38,11 +38,17 @@ class RerankSettings(Settings):
     min_score: float | None = Field(0.0, description="cross_encoder only: keep raw logits > min_score; null keeps all")
 
 
-class NaiveRAGSettings(RerankSettings):
+class ReadSettings(RerankSettings):
+    """The retrieval every question-reading method shares: ``candidates`` from the first stage, reranked (when a
+    reranker is set) to the ``k`` documents the LLM reads (:func:`tandem.methods.base.search_reranked`)."""
+
+    k: int = Field(5, ge=1, description="documents the LLM reads per retrieval")
+    candidates: int = Field(50, ge=1, description="first-stage depth when a reranker is set")
+
+
+class NaiveRAGSettings(ReadSettings):
     """NativeRAG: retrieve with the question, optionally rerank ``candidates``, answer from the top ``k``."""
 
-    k: int = Field(5, ge=1, description="documents in the prompt")
-    candidates: int = Field(50, ge=1, description="first-stage depth when a reranker is set")
     temperature: float = _temperature()
     max_tokens: int = Field(32, ge=1, description="answer tokens")
 
@@ -56,11 +62,9 @@ class OracleSettings(Settings):
     max_tokens: int = Field(32, ge=1, description="answer tokens")
 
 
-class IRCoTSettings(RerankSettings):
+class IRCoTSettings(ReadSettings):
     """IRCoT: one chain-of-thought sentence per step, each retrieved with, until "So the answer is:"."""
 
-    k: int = Field(5, ge=1, description="documents read per step")
-    candidates: int = Field(50, ge=1, description="first-stage depth when a reranker is set")
     max_steps: int = Field(5, ge=1, description="reasoning steps at most")
     policy: Literal["replace", "accumulate"] = Field("replace", description="replace: each step reads its own "
                                                                             "hits (DualRAG's IRCoT); accumulate: "
@@ -154,13 +158,11 @@ class R2AGSettings(Settings):
     doc_words: int | None = Field(None, ge=1, description="words kept per document (default: the checkpoint's)")
 
 
-class IterRetGenSettings(RerankSettings):
+class IterRetGenSettings(ReadSettings):
     """Iter-RetGen (docs/methods/baselines.md): retrieve with the question plus the previous generation, generate,
     ``iterations`` times."""
 
     iterations: int = Field(3, ge=1, description="retrieval-generation rounds (paper and DualRAG's runs: 3)")
-    k: int = Field(5, ge=1, description="documents in each generation's prompt")
-    candidates: int = Field(50, ge=1, description="first-stage depth when a reranker is set")
     temperature: float = _temperature()
     max_tokens: int = Field(256, ge=1, description="tokens per generation (a chain of thought ending in the answer)")
 
@@ -182,7 +184,7 @@ class GenGroundSettings(RerankSettings):
     max_tokens: int = Field(32, ge=1, description="final answer tokens")
 
 
-class MetaRAGSettings(RerankSettings):
+class MetaRAGSettings(ReadSettings):
     """MetaRAG (docs/methods/baselines.md): answer, monitor, and on doubt a critic that diagnoses and suggests."""
 
     max_iter: int = Field(5, ge=1, description="generations at most (the authors: 5)")
