@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -111,7 +112,8 @@ def _check_ranked(rows):
         by_q.setdefault(row[0], []).append(row)
     for lines in by_q.values():
         assert [r[3] for r in lines] == list(range(1, len(lines) + 1))  # ranks ascend from 1
-        assert all(a[4] >= b[4] for a, b in zip(lines, lines[1:], strict=False))  # scores never rise
+        # scores fall even as trec_eval reads them (float32), so TREC tools keep the run's order
+        assert all(np.float32(a[4]) > np.float32(b[4]) for a, b in zip(lines, lines[1:], strict=False))
         assert len({r[2] for r in lines}) == len(lines)
     return by_q
 
@@ -174,3 +176,18 @@ def test_cli_export_commands(setup):
     result = runner.invoke(app, ["export", "trec", str(tmp_path / "ret"), "--out", str(tmp_path / "cli.trec")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "cli.trec.qrels").exists() and _check_ranked(_trec(tmp_path / "cli.trec"))
+
+
+def test_tied_and_unordered_scores_keep_the_run_order():
+    from tandem.eval.export import ranked
+
+    hits = [{"doc_id": d, "score": s, "rank": r} for r, (d, s) in enumerate([("z", 0.5), ("a", 0.5), ("m", 0.25)], 1)]
+    pairs = ranked({"id": "q", "hits": hits}, "retrieval-run")
+    assert [d for d, _ in pairs] == ["z", "a", "m"]  # a TREC tool would otherwise put "a" first (ties by doc id)
+    assert pairs[0][1] == 0.5 > pairs[1][1] == pytest.approx(0.5, rel=1e-7) and pairs[2][1] == 0.25
+    assert np.float32(pairs[0][1]) > np.float32(pairs[1][1])
+    close = [{"doc_id": d, "score": s, "rank": r} for r, (d, s) in enumerate([("b", 0.1 + 1e-12), ("a", 0.1)], 1)]
+    first, second = ranked({"id": "q", "hits": close}, "retrieval-run")
+    assert np.float32(first[1]) > np.float32(second[1])  # distinct in double, tied in float32
+    rising = [{"doc_id": d, "score": s, "rank": r} for r, (d, s) in enumerate([("x", 0.1), ("y", 0.9)], 1)]
+    assert ranked({"id": "q", "hits": rising}, "retrieval-run") == [("x", 1.0), ("y", 0.5)]

@@ -191,7 +191,7 @@ def _load_hf_by_name(spec: str) -> Any:
     try:
         loaded = datasets.load_dataset(name, config, split=split)
     except ConnectionError as exc:
-        cache = os.environ.get("HF_DATASETS_CACHE", "~/.cache/huggingface/datasets")
+        cache = datasets.config.HF_DATASETS_CACHE
         raise DataError(f"not in the local Hugging Face datasets cache ({cache}) and downloads are off "
                         f"(HF_DATASETS_OFFLINE / HF_HUB_OFFLINE): load it once where the hub can be reached, "
                         f"or give a Parquet / JSONL file or a save_to_disk folder ({exc})", where) from None

@@ -10,7 +10,9 @@ call's output), ``pred`` (the prediction scored) and ``metric_score`` (per metri
 fields (``reanswer``, ``gold_doc_recall``, ``queries``, ``llm_calls``, ``tokens``, ``seconds``,
 ``error``). ``metric_score.txt`` holds ``name: value`` lines of the run's means.
 
-TREC: a retrieval run's hits keep their ranks and scores; a QA run's ranked list is the passages
+TREC: a retrieval run's hits keep their ranks and scores (scores that tie in single precision, as
+trec_eval reads them, nudged apart by one float32 step, so TREC tools, which rank by score, see the
+run's order); a QA run's ranked list is the passages
 read (``docs_read``, the ones its ``gold_doc_recall`` counts) or every passage retrieved, first
 retrieval first (``hits="retrieved"``), scored 1/rank. Qrels: ``qid 0 docid 1`` per gold passage.
 """
@@ -85,11 +87,11 @@ def _trace_hits(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 def ranked(record: Mapping[str, Any], kind: str, hits: str = "read") -> list[tuple[str, float]]:
-    """One question's ranked ``(doc_id, score)`` list, best first, scores never rising (see module doc)."""
+    """One question's ranked ``(doc_id, score)`` list, best first, scores strictly falling (see module doc)."""
     if kind == "retrieval-run":
         pairs = [(h["doc_id"], float(h["score"])) for h in sorted(record.get("hits", []), key=lambda h: h["rank"])]
         if all(a[1] >= b[1] for a, b in zip(pairs, pairs[1:], strict=False)):
-            return pairs
+            return _untied(pairs)
         ids = [d for d, _ in pairs]  # a reranked list whose scores do not follow its ranks
     elif hits == "read":
         ids = list((record.get("trace") or {}).get("docs_read", []))
@@ -97,7 +99,26 @@ def ranked(record: Mapping[str, Any], kind: str, hits: str = "read") -> list[tup
         ids = list(dict.fromkeys(h["doc_id"] for h in _trace_hits(record)))
     else:
         raise DataError(f"hits {hits!r}: expected one of {', '.join(HIT_SOURCES)}")
-    return [(d, 1.0 / rank) for rank, d in enumerate(ids, start=1)]
+    return _untied([(d, 1.0 / rank) for rank, d in enumerate(ids, start=1)])
+
+
+def _untied(pairs: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Scores made strictly decreasing as trec_eval reads them (single-precision floats): a score that
+    would tie its predecessor there moves down to the next float32 below it. TREC tools rank by score
+    (ties by doc id), so the file then keeps the run's order and its measures equal the run's; the
+    change is at most one float32 step (~1e-7 of the score) per tie."""
+    import numpy as np
+
+    out: list[tuple[str, float]] = []
+    last = np.float32(np.inf)
+    for doc_id, score in pairs:
+        single = np.float32(score)
+        if single >= last:
+            single = np.nextafter(last, np.float32(-np.inf))
+            score = float(single)
+        last = single
+        out.append((doc_id, score))
+    return out
 
 
 def _trec_id(value: str) -> str:
@@ -109,7 +130,7 @@ def trec_lines(run: Run, *, tag: str, hits: str = "read") -> Iterator[str]:
     """``qid Q0 docid rank score tag`` lines, question by question, rank ascending."""
     for record in run.records:
         for rank, (doc_id, score) in enumerate(ranked(record, run.kind, hits), start=1):
-            yield f"{_trec_id(record['id'])} Q0 {_trec_id(doc_id)} {rank} {score:.10g} {_trec_id(tag)}"
+            yield f"{_trec_id(record['id'])} Q0 {_trec_id(doc_id)} {rank} {score!r} {_trec_id(tag)}"
 
 
 def qrels_lines(run: Run, gold: Mapping[str, tuple[str, ...]]) -> Iterator[str]:
