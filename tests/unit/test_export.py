@@ -95,6 +95,10 @@ def test_flashrag_export_structure(setup):
     scores = dict(line.split(": ") for line in (tmp_path / "fr" / METRIC_SCORE_FILE).read_text().splitlines())
     assert float(scores["em"]) == pytest.approx(2 / 3)
     assert list(scores)[:2] == ["em", "f1"] and "rouge-l" in scores and "gold_doc_recall" in scores
+    # FlashRAG's dataset fields: the export reads back as a FlashRAG dataset with the same questions
+    back = load_dataset(tmp_path / "fr" / INTERMEDIATE_FILE)
+    assert back.format == "flashrag"
+    assert [(q.id, q.text, q.answers) for q in back.questions] == [(q.id, q.text, q.answers) for q in ds.questions]
 
 
 def _trec(path: Path) -> list[tuple[str, str, str, int, float, str]]:
