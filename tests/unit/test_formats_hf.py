@@ -109,6 +109,8 @@ def test_2wiki_context_as_list_pairs_with_dict_facts(tmp_path: Path):
            "evidences": [["T2", "director", "A"]]}
     ds = load_dataset(_jsonl(tmp_path / "w.jsonl", [rec]))
     assert ds.format == "2wiki" and _titles(ds, ds.questions[0].gold_doc_ids) == ["T2"]
+    forced = load_dataset(tmp_path / "w.jsonl", format="hotpotqa")  # the format name is settable
+    assert forced.format == "hotpotqa" and forced.questions[0].gold_doc_ids == ds.questions[0].gold_doc_ids
 
 
 MUSIQUE_HF = {
