@@ -50,10 +50,15 @@ def shards_of(docs: Iterable[Document], size: int) -> Iterator[list[Document]]:
         yield shard
 
 
-class ShardEncoder(Protocol):
-    """Encodes shards of texts, yielding one (n, dim) float32 array per shard, in order."""
+#: ``on_texts(done)``: texts encoded so far in the shard being encoded.
+OnTexts = Callable[[int], None]
 
-    def encode_shards(self, shards: Iterable[list[str]]) -> Iterator[np.ndarray]: ...
+
+class ShardEncoder(Protocol):
+    """Encodes shards of texts, yielding one (n, dim) float32 array per shard, in order; may report
+    progress within a shard through ``on_texts``."""
+
+    def encode_shards(self, shards: Iterable[list[str]], on_texts: OnTexts | None = None) -> Iterator[np.ndarray]: ...
 
 
 @dataclass
@@ -63,9 +68,10 @@ class LocalEncoding:
     encoder: Encoder
     batch_size: int = 64
 
-    def encode_shards(self, shards: Iterable[list[str]]) -> Iterator[np.ndarray]:
+    def encode_shards(self, shards: Iterable[list[str]], on_texts: OnTexts | None = None) -> Iterator[np.ndarray]:
+        report = (lambda done, _total: on_texts(done)) if on_texts is not None else None
         for texts in shards:
-            yield self.encoder.encode(texts, batch_size=self.batch_size)
+            yield self.encoder.encode(texts, batch_size=self.batch_size, on_progress=report)
 
 
 class _EncodeWorker:
@@ -96,7 +102,8 @@ class RayEncoding:
     workers: int = 2
     init_kwargs: dict[str, Any] = field(default_factory=dict)
 
-    def encode_shards(self, shards: Iterable[list[str]]) -> Iterator[np.ndarray]:
+    def encode_shards(self, shards: Iterable[list[str]], on_texts: OnTexts | None = None) -> Iterator[np.ndarray]:
+        """Progress is reported per shard only (``on_texts`` is not called)."""
         import ray
 
         started = not ray.is_initialized()
@@ -219,16 +226,22 @@ def encode_corpus(docs: Iterable[Document], work: WorkFolder, encoding: ShardEnc
         if len(work.shards) > seen:  # the corpus ends before the finished shards do
             work.truncate(seen)
 
-    if on_progress is not None and work.shards:
-        on_progress(work.count, total)
+    reported = [0]
+
+    def report(done: int) -> None:  # each count once, rising
+        if on_progress is not None and done > reported[0]:
+            reported[0] = done
+            on_progress(done, total)
+
+    report(work.count)
     texts = ([d.contents for d in shard] for shard in todo())
     vector_stream: Iterator[np.ndarray | None] = (
-        encoding.encode_shards(texts) if encoding is not None else (None for _ in texts))
+        encoding.encode_shards(texts, lambda done: report(work.count + done)) if encoding is not None
+        else (None for _ in texts))
     for vectors in vector_stream:
         shard, running = queue.popleft()
         work.finish(shard, vectors, running)
-        if on_progress is not None:
-            on_progress(work.count, total)
+        report(work.count)
     return hasher.hexdigest()
 
 
