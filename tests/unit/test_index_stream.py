@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -218,3 +219,42 @@ def test_add_refuses_ids_already_in_the_index(tmp_path):
         add_documents(tmp_path / "idx", [Document("n", "N", "new text"), Document("n", "N", "new text")])
     with pytest.raises(IndexError_, match="no such folder"):
         add_documents(tmp_path / "nothing", corpus(2))
+
+
+def test_iter_corpus_streams_the_passages_load_corpus_gives(tmp_path):
+    from tandem.corpus import load_corpus
+    from tandem.corpus.loaders import iter_corpus
+
+    path = tmp_path / "c.jsonl"
+    long_text = " ".join(f"word{i}" for i in range(30))
+    path.write_text("".join(json.dumps({"id": f"c{i}", "title": f"T{i}", "text": long_text if i == 2 else f"text {i}"}) + "\n"
+                            for i in range(5)) + "{not json\n")
+    stream = iter_corpus(path, max_tokens=12, overlap=2)
+    assert next(stream).id == "c0"  # lazily: the bad last line is not read yet
+    with pytest.raises(DataError, match=r"c.jsonl:6"):
+        list(stream)
+    path.write_text("\n".join(path.read_text().splitlines()[:5]) + "\n")
+    assert list(iter_corpus(path, max_tokens=12, overlap=2)) == load_corpus(path, max_tokens=12, overlap=2)
+
+
+def test_cli_streams_a_corpus_file_and_adds_documents(tmp_path):
+    def write(path, docs):
+        path.write_text("".join(json.dumps({"id": d.id, "title": d.title, "text": d.text}) + "\n" for d in docs))
+
+    write(tmp_path / "a.jsonl", corpus(9))
+    write(tmp_path / "b.jsonl", corpus(3, start=9))
+    run = [sys.executable, "-m", "tandem.cli", "index"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    built = subprocess.run([*run, "--corpus", str(tmp_path / "a.jsonl"), "--kind", "bm25", "--shard-size", "2",
+                            "--out", str(tmp_path / "idx")], capture_output=True, text=True, env=env)
+    assert built.returncode == 0, built.stderr
+    added = subprocess.run([*run, "--add", str(tmp_path / "b.jsonl"), "--index", str(tmp_path / "idx"), "--json"],
+                           capture_output=True, text=True, env=env)
+    assert added.returncode == 0, added.stderr
+    assert '"added": 3' in added.stdout
+    idx = open_index(tmp_path / "idx")
+    assert len(idx.store) == 12 and open_retriever(idx).search(corpus(3, start=9)[1].contents, 1)[0].doc_id == "p10"
+    again = subprocess.run([*run, "--add", str(tmp_path / "b.jsonl"), "--index", str(tmp_path / "idx")],
+                           capture_output=True, text=True, env=env)
+    assert again.returncode != 0 and re.search(r"document id 'p(9|10|11)' is already in the index", again.stderr)
+    assert "Traceback" not in again.stderr and len(open_index(tmp_path / "idx").store) == 12
