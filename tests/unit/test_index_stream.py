@@ -258,3 +258,11 @@ def test_cli_streams_a_corpus_file_and_adds_documents(tmp_path):
                            capture_output=True, text=True, env=env)
     assert again.returncode != 0 and re.search(r"document id 'p(9|10|11)' is already in the index", again.stderr)
     assert "Traceback" not in again.stderr and len(open_index(tmp_path / "idx").store) == 12
+
+
+def test_a_truncated_docs_file_is_a_clear_error(tmp_path):
+    build_index(corpus(6), tmp_path / "idx", kind="bm25")
+    docs_file = tmp_path / "idx" / "docs.jsonl"
+    docs_file.write_bytes(docs_file.read_bytes()[:-10])
+    with pytest.raises(IndexError_, match=r"unreadable documents .*docs.offsets.npy does not match docs.jsonl"):
+        open_index(tmp_path / "idx")

@@ -310,7 +310,7 @@ class Index:
         self._encoder_backend = encoder_backend
         try:
             self.store = DocStore.load(self.folder)
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, DataError) as exc:
             raise IndexError_(f"cannot load index {self.folder}: unreadable documents ({exc})") from exc
 
     @property
