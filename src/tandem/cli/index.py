@@ -112,6 +112,7 @@ def _add_documents(files: list[Path], index_dir: Path | None, fmt: str | None, s
                    overlap: int, options: dict[str, Any], as_json: bool) -> None:
     from tandem.corpus.loaders import iter_corpus
     from tandem.index import add_documents
+    from tandem.index.encoder import ENCODERS
     from tandem.index.manifest import Manifest
 
     if index_dir is None:
@@ -121,6 +122,8 @@ def _add_documents(files: list[Path], index_dir: Path | None, fmt: str | None, s
         iter_corpus(f, format=fmt, skip_bad=skip_bad, max_tokens=max_tokens, overlap=overlap, stats=stats) for f in files)
     with owned_output(index_dir, "index"):
         before = Manifest.load(index_dir)
+        if options["backend"] is None and before.encoder_backend in ENCODERS:  # Ray workers: the index's backend
+            options = {**options, "backend": before.encoder_backend}
         start = time.perf_counter()
         with progress_bar() as bar:
             manifest = add_documents(index_dir, docs, on_progress=bar.callback("encode"),

@@ -23,7 +23,7 @@ import numpy as np
 from tandem.errors import ConfigError, DataError, IndexError_
 from tandem.index.bm25 import DEFAULT_BM25, BM25Builder, load_bm25
 from tandem.index.dense import DEFAULT_DENSE, build_faiss, ivf_nlist, load_faiss, save_faiss
-from tandem.index.encoder import Encoder, load_encoder
+from tandem.index.encoder import ENCODERS, Encoder, load_encoder
 from tandem.index.manifest import MANIFEST, Manifest, corpus_hash, corpus_hasher, update_corpus_hash
 from tandem.index.store import DOCS_FILE, DiskDocs, DocStore, DocsWriter, parse_doc
 from tandem.index.stream import (
@@ -124,8 +124,13 @@ def add_documents(
                               "rebuild it with the new documents instead of adding them")
         enc: Encoder | None = None
         if "dense" in manifest.components:
-            name = encoder if encoder is not None else manifest.encoder
-            enc = load_encoder(name) if isinstance(name, str) else name  # type: ignore[arg-type]
+            if encoder is None:  # the index's own encoder, with the backend that made its vectors
+                if manifest.encoder is None:
+                    raise IndexError_(f"index {src} records no encoder; give one")
+                same = {"backend": manifest.encoder_backend} if manifest.encoder_backend in ENCODERS else {}
+                enc = load_encoder(manifest.encoder, **same)
+            else:
+                enc = load_encoder(encoder) if isinstance(encoder, str) else encoder
             manifest.check(encoder=canonical_name(enc.name), folder=str(src))
             encoding = encoding or LocalEncoding(enc, batch_size)
         signature = {"add_to": manifest.corpus_hash, "encoder": manifest.encoder, "batch_size": batch_size,
