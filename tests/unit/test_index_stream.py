@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from functools import partial
 
 import bm25s
 import numpy as np
@@ -78,16 +79,22 @@ def test_sharded_build_equals_one_pass(tmp_path):
     assert not work_dir(tmp_path / "sharded").exists()
 
 
-def test_streamed_bm25_scores_equal_bm25s_over_token_strings(tmp_path):
-    """The streamed token pass gives the scores of bm25s indexing the token lists in memory."""
-    docs = corpus(40)
-    build_index(docs, tmp_path / "idx", kind="bm25", shard_size=7)
-    model = bm25s.BM25(k1=DEFAULT_BM25["k1"], b=DEFAULT_BM25["b"], method=DEFAULT_BM25["method"])
-    model.index(tokenize([d.contents for d in docs], DEFAULT_BM25), show_progress=False)
+@pytest.mark.parametrize("method", ["lucene", "atire", "bm25l"])
+def test_streamed_bm25_scores_equal_bm25s_over_token_strings(tmp_path, monkeypatch, method):
+    """The streamed token pass and chunked scoring give bm25s' scores (indexing the token lists in
+    memory) to the bit; documents without any token included."""
+    import tandem.index.bm25 as bm25_module
+
+    monkeypatch.setattr(bm25_module, "_score_matrix", partial(bm25_module._score_matrix, chunk=3))
+    docs = [*corpus(40), Document("empty", "", "the and of")]
+    params = {**DEFAULT_BM25, "method": method}
+    build_index(docs, tmp_path / "idx", kind="bm25", shard_size=7, bm25_params=params)
+    model = bm25s.BM25(k1=params["k1"], b=params["b"], method=method)
+    model.index(tokenize([d.contents for d in docs], params), show_progress=False)
     ours = open_index(tmp_path / "idx").bm25
     for q in QUERIES:
-        tokens = tokenize([q], DEFAULT_BM25)
-        np.testing.assert_allclose(ours.get_scores(tokens[0]), model.get_scores(tokens[0]), rtol=1e-6)
+        tokens = tokenize([q], params)
+        np.testing.assert_array_equal(ours.get_scores(tokens[0]), model.get_scores(tokens[0]))
 
 
 def test_doc_store_is_memory_mapped_and_keeps_its_api(tmp_path):
