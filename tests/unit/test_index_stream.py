@@ -199,6 +199,10 @@ def test_duplicate_ids_in_a_streamed_corpus(tmp_path):
     with pytest.raises(DataError, match=r"duplicate document id 'p2' in the corpus \(documents 2 and 6\)"):
         build_index(iter(docs), tmp_path / "idx", kind="bm25", shard_size=3)
     assert not (tmp_path / "idx").exists()
+    enc = CountingEncoder()  # a list is checked before any encoding
+    with pytest.raises(DataError, match=r"duplicate document id 'p2' in the corpus \(rows 2 and 6\)"):
+        build_index(docs, tmp_path / "idx", encoder=enc, shard_size=3)
+    assert enc.seen == 0
 
 
 def test_add_documents_encodes_only_the_new_ones(tmp_path):

@@ -25,7 +25,7 @@ from tandem.index.bm25 import DEFAULT_BM25, BM25Builder, load_bm25
 from tandem.index.dense import DEFAULT_DENSE, build_faiss, ivf_nlist, load_faiss, save_faiss
 from tandem.index.encoder import ENCODERS, Encoder, load_encoder
 from tandem.index.manifest import MANIFEST, Manifest, corpus_hash, corpus_hasher, update_corpus_hash
-from tandem.index.store import DOCS_FILE, DiskDocs, DocStore, DocsWriter, parse_doc
+from tandem.index.store import DOCS_FILE, DiskDocs, DocStore, DocsWriter, index_ids, parse_doc
 from tandem.index.stream import (
     DEFAULT_SHARD_SIZE,
     LocalEncoding,
@@ -74,8 +74,10 @@ def build_index(
         raise ConfigError(f"unknown index kind {kind!r}; choose one of {sorted(KINDS)}")
     if shard_size < 1:
         raise ConfigError(f"shard size must be at least 1, got {shard_size}")
-    if isinstance(docs, Sequence) and not docs:
-        raise ConfigError("cannot index an empty corpus")
+    if isinstance(docs, Sequence):  # in memory already: refuse an empty corpus or a repeated id before any work
+        if not docs:
+            raise ConfigError("cannot index an empty corpus")
+        index_ids(docs)
     components = KINDS[kind]
     out = Path(out)
     needs_encoder = "dense" in components or any(getattr(b, "needs_encoder", True) for b in extras)

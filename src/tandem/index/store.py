@@ -95,13 +95,13 @@ class DocStore:
         self.docs: Sequence[Document] = docs if isinstance(docs, DiskDocs) else list(docs)
         self._index_of: dict[str, int] | None = None
         if not isinstance(docs, DiskDocs):
-            self._index_of = _index_ids(self.docs)
+            self._index_of = index_ids(self.docs)
 
     @property
     def index_of(self) -> dict[str, int]:
         """Document id -> row."""
         if self._index_of is None:
-            self._index_of = _index_ids(self.docs)
+            self._index_of = index_ids(self.docs)
         return self._index_of
 
     def __len__(self) -> int:
@@ -130,7 +130,8 @@ class DocStore:
             return cls([parse_doc(line) for line in handle])
 
 
-def _index_ids(docs: Iterable[Document]) -> dict[str, int]:
+def index_ids(docs: Iterable[Document]) -> dict[str, int]:
+    """Document id -> row; a DataError names the first id found twice."""
     index: dict[str, int] = {}
     for i, d in enumerate(docs):
         if d.id in index:
