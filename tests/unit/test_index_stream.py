@@ -85,7 +85,7 @@ def test_streamed_bm25_scores_equal_bm25s_over_token_strings(tmp_path, monkeypat
     memory) to the bit; documents without any token included."""
     import tandem.index.bm25 as bm25_module
 
-    monkeypatch.setattr(bm25_module, "_score_matrix", partial(bm25_module._score_matrix, chunk=3))
+    monkeypatch.setattr(bm25_module, "_score_matrix", partial(bm25_module._score_matrix, chunk_tokens=20))
     docs = [*corpus(40), Document("empty", "", "the and of")]
     params = {**DEFAULT_BM25, "method": method}
     build_index(docs, tmp_path / "idx", kind="bm25", shard_size=7, bm25_params=params)

@@ -115,17 +115,28 @@ def _chunk_pairs(ids: np.ndarray, ends: np.ndarray, lo: int, hi: int, n_vocab: i
     return keys // n_vocab, keys % n_vocab, tf
 
 
+def _chunks(ends: np.ndarray, max_tokens: int) -> list[tuple[int, int]]:
+    """Consecutive document ranges of at most ``max_tokens`` tokens (at least one document each)."""
+    bounds, lo = [], 0
+    while lo < len(ends):
+        start = int(ends[lo - 1]) if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(ends, start + max_tokens, side="right")))
+        bounds.append((lo, hi))
+        lo = hi
+    return bounds
+
+
 def _score_matrix(model: bm25s.BM25, path: Path, lengths: np.ndarray, n_vocab: int,
-                  chunk: int = 20_000) -> dict[str, Any]:
+                  chunk_tokens: int = 200_000) -> dict[str, Any]:
     """bm25s' score matrix (CSC: a column per term) computed in chunks of documents with bm25s' own
     IDF and term-frequency formulas: two passes over the token file (document frequencies, then
-    scores placed column by column), holding the matrix and one chunk's pairs."""
+    scores placed column by column), holding the matrix and one chunk's pairs (~100 bytes a token)."""
     from bm25s.scoring import _build_idf_array, _select_idf_scorer, _select_tfc_scorer
 
     n_docs = len(lengths)
     ends = np.cumsum(lengths)
     ids = np.memmap(path, dtype=np.int32, mode="r") if n_docs and ends[-1] else np.zeros(0, np.int32)
-    bounds = [(lo, min(lo + chunk, n_docs)) for lo in range(0, n_docs, chunk)]
+    bounds = _chunks(ends, chunk_tokens)
     df = np.zeros(n_vocab, dtype=np.int64)
     for lo, hi in bounds:
         df += np.bincount(_chunk_pairs(ids, ends, lo, hi, n_vocab)[1], minlength=n_vocab)
