@@ -119,20 +119,23 @@ def test_refuses_to_replace_a_non_index_folder(tmp_path, small_docs):
 
 
 def test_killed_build_leaves_nothing_that_loads(tmp_path):
-    """SIGKILL a build while it encodes: the target never appears; the next build cleans up."""
+    """SIGKILL a build while it assembles the folder: the target never appears; the next build cleans up.
+    (A kill while encoding: tests/unit/test_index_stream.py.)"""
     out = tmp_path / "idx"
     script = textwrap.dedent(f"""
+        import time
         from tandem.index import build_index
         from tandem.testing.encoders import HashingEncoder
         from tandem.types import Document
         docs = [Document(str(i), "t", f"text number {{i}}") for i in range(400)]
-        build_index(docs, {str(out)!r}, kind="hybrid", encoder=HashingEncoder(delay_per_text=0.01))
+        build_index(docs, {str(out)!r}, kind="hybrid", encoder=HashingEncoder(),
+                    extras=[lambda store, enc: time.sleep(60) or {{}}])
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     deadline = time.time() + 60
-    while not list(tmp_path.glob(".idx.building-*/bm25")) and time.time() < deadline:
+    while not list(tmp_path.glob(".idx.building-*/dense.faiss")) and time.time() < deadline:
         time.sleep(0.05)
-    time.sleep(0.3)  # now inside the (slow) encoding step
+    time.sleep(0.3)  # now inside the (slow) extra
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not out.exists()

@@ -90,9 +90,10 @@ class LazyProgress(Progress):
         task: list[Any] = []
 
         def on_progress(done: int, total: int) -> None:
+            size = total or None  # 0: not known (a streamed corpus)
             if not task:
-                task.append(self.add_task(description, total=total))
-            self.update(task[0], completed=done, total=total)
+                task.append(self.add_task(description, total=size))
+            self.update(task[0], completed=done, total=size)
 
         return on_progress
 

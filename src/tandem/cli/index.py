@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -16,14 +18,17 @@ from tandem.cli.common import (
     out,
     print_json,
     progress_bar,
+    report_skips,
 )
+from tandem.io import ReadStats
 from tandem.outdir import owned_output
+from tandem.types import Document
 
 
 def index(
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Index folder to write (replaced atomically); with --add-extras, where the extended index goes (default: --index, in place).")] = None,
     dataset: Annotated[Optional[Path], typer.Option(help="QA dataset whose passage pool is indexed.")] = None,
-    corpus: Annotated[Optional[Path], typer.Option(help="Corpus JSONL/JSON or a folder of .txt/.md files.")] = None,
+    corpus: Annotated[Optional[Path], typer.Option(help="Corpus JSONL/JSON (a JSONL file is streamed) or a folder of .txt/.md files.")] = None,
     kind: Annotated[str, typer.Option(help="bm25 | dense | hybrid")] = "hybrid",
     encoder: Annotated[str, typer.Option(help="Embedded name (minilm), local path or hub name.")] = "minilm",
     backend: Annotated[Optional[str], typer.Option(help="Encoder backend (default: the fastest available).")] = None,
@@ -31,14 +36,18 @@ def index(
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the input format.")] = None,
     skip_bad: Annotated[bool, typer.Option(help="Skip malformed records (counted) instead of stopping.")] = False,
     batch_size: Annotated[int, typer.Option(help="Encoding batch size.")] = 64,
+    shard_size: Annotated[Optional[int], typer.Option(help="Documents encoded and written per shard (default 10,000); a killed build run again resumes at the last finished shard.")] = None,
+    ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Encode the shards on Ray: 'local' starts Ray on this machine (--ray-workers CPUs), else a cluster address ('auto', 'ray://host:10001').")] = None,
+    ray_workers: Annotated[int, typer.Option(help="With --ray: encoder actors (one CPU each).")] = 2,
     max_tokens: Annotated[int, typer.Option(help="Chunk size in words: longer documents (text files, corpus records) are split.")] = 200,
     overlap: Annotated[int, typer.Option(help="Words shared by consecutive chunks.")] = 40,
     as_json: Annotated[bool, JSON_OPTION] = False,
     extras: Annotated[list[str], typer.Option("--extras", help="Per-document data to store: rala (CoopRAG's layer features), graph (passage graph for --retriever graph).")] = [],  # noqa: B006
     add_extras: Annotated[list[str], typer.Option("--add-extras", help="Add these extras to the existing index --index (no re-encoding), e.g. --add-extras graph.")] = [],  # noqa: B006
-    index_dir: Annotated[Optional[Path], typer.Option("--index", help="With --add-extras: the existing index folder.")] = None,
+    add: Annotated[list[Path], typer.Option("--add", help="Append the passages of these corpus files (repeatable) to the existing index --index; only they are encoded.")] = [],  # noqa: B006
+    index_dir: Annotated[Optional[Path], typer.Option("--index", help="With --add or --add-extras: the existing index folder.")] = None,
 ) -> None:
-    """Build a BM25, dense or hybrid index folder, or add extras to an existing one."""
+    """Build a BM25, dense or hybrid index folder, append documents to one, or add extras to one."""
     from tandem.index import build_index
     from tandem.index.encoder import load_encoder
     from tandem.index.layers import EXTRAS
@@ -49,20 +58,83 @@ def index(
     if add_extras:
         _add_extras(add_extras, index_dir, out_dir, dataset, corpus, extras)
         return
+    encoding_options = {"shard_size": shard_size, "batch_size": batch_size, "ray": ray, "ray_workers": ray_workers,
+                        "backend": backend}
+    if add:
+        if dataset is not None or corpus is not None or extras or out_dir is not None:
+            raise typer.BadParameter("--add appends to --index DIR in place: give no --dataset, --corpus, --extras or --out")
+        _add_documents(add, index_dir, fmt, skip_bad, max_tokens, overlap, encoding_options, as_json)
+        return
     if out_dir is None:
-        raise typer.BadParameter("give --out (the index folder to build), or --add-extras NAME --index DIR")
+        raise typer.BadParameter("give --out (the index folder to build), or --add FILES / --add-extras NAME with --index DIR")
     with owned_output(out_dir, "index"):  # before any work: a user's folder is refused at once
-        docs = load_docs(dataset, corpus, fmt, skip_bad, max_tokens, overlap)
+        docs, stats = _documents(dataset, corpus, fmt, skip_bad, max_tokens, overlap)
         start = time.perf_counter()
         needs_encoder = kind != "bm25" or any(getattr(EXTRAS[name], "needs_encoder", True) for name in extras)
         enc = load_encoder(encoder, **({"backend": backend} if backend else {})) if needs_encoder else encoder
         with progress_bar() as bar:
             manifest = build_index(docs, out_dir, kind=kind, encoder=enc, dense_params={"faiss": faiss_kind},
-                                   batch_size=batch_size, on_progress=bar.callback("encode"),
-                                   extras=[EXTRAS[name](on_progress=bar.callback(f"{name} features")) for name in extras])
+                                   on_progress=bar.callback("encode"),
+                                   extras=[EXTRAS[name](on_progress=bar.callback(f"{name} features")) for name in extras],
+                                   **_encoding(encoder, encoding_options))
+        report_skips(stats, skip_bad)
     if as_json:
         print_json({"index": str(out_dir), "seconds": round(time.perf_counter() - start, 3), **manifest.__dict__})
     console.print(f"[green]indexed {manifest.doc_count} passages ({kind}) into {out_dir} in {time.perf_counter() - start:.1f}s")
+
+
+def _documents(dataset: Path | None, corpus: Path | None, fmt: str | None, skip_bad: bool, max_tokens: int,
+               overlap: int) -> tuple[Iterable[Document], ReadStats]:
+    """The documents to index: a corpus file streamed record by record, else loaded whole (``load_docs``)."""
+    from tandem.corpus.loaders import iter_corpus
+
+    stats = ReadStats()
+    if corpus is not None and dataset is None and corpus.is_file():
+        return iter_corpus(corpus, format=fmt, skip_bad=skip_bad, max_tokens=max_tokens, overlap=overlap, stats=stats), stats
+    return load_docs(dataset, corpus, fmt, skip_bad, max_tokens, overlap), stats
+
+
+def _encoding(encoder: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``build_index`` / ``add_documents`` keyword arguments for the shard size, batch size and Ray."""
+    from tandem.index.stream import RayEncoding
+
+    kwargs: dict[str, Any] = {"batch_size": options["batch_size"]}
+    if options["shard_size"] is not None:
+        kwargs["shard_size"] = options["shard_size"]
+    if options["ray"] is not None:
+        kwargs["encoding"] = RayEncoding(encoder, address=None if options["ray"] == "local" else options["ray"],
+                                         backend=options["backend"], batch_size=options["batch_size"],
+                                         workers=options["ray_workers"])
+    return kwargs
+
+
+def _add_documents(files: list[Path], index_dir: Path | None, fmt: str | None, skip_bad: bool, max_tokens: int,
+                   overlap: int, options: dict[str, Any], as_json: bool) -> None:
+    from tandem.corpus.loaders import iter_corpus
+    from tandem.index import add_documents
+    from tandem.index.encoder import ENCODERS
+    from tandem.index.manifest import Manifest
+
+    if index_dir is None:
+        raise typer.BadParameter("--add needs --index DIR, the index to append to")
+    stats = ReadStats()
+    docs = itertools.chain.from_iterable(
+        iter_corpus(f, format=fmt, skip_bad=skip_bad, max_tokens=max_tokens, overlap=overlap, stats=stats) for f in files)
+    with owned_output(index_dir, "index"):
+        before = Manifest.load(index_dir)
+        if options["backend"] is None and before.encoder_backend in ENCODERS:  # Ray workers: the index's backend
+            options = {**options, "backend": before.encoder_backend}
+        start = time.perf_counter()
+        with progress_bar() as bar:
+            manifest = add_documents(index_dir, docs, on_progress=bar.callback("encode"),
+                                     **_encoding(before.encoder or "", options))
+        report_skips(stats, skip_bad)
+    added = manifest.doc_count - before.doc_count
+    if as_json:
+        print_json({"index": str(index_dir), "added": added, "seconds": round(time.perf_counter() - start, 3),
+                    **manifest.__dict__})
+    console.print(f"[green]added {added} passages to {index_dir} ({manifest.doc_count} in all) "
+                  f"in {time.perf_counter() - start:.1f}s")
 
 
 def _add_extras(names: list[str], index_dir: Path | None, out_dir: Path | None, dataset: Path | None,

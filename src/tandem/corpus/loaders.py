@@ -176,12 +176,7 @@ def load_corpus(
         raise DataError(f"unknown format {fmt!r}; formats: {sorted(set(QA_FORMATS) | set(CORPUS_FORMATS))}", str(path))
     docs: dict[str, Document] = {}
     first_line: dict[str, int] = {}
-    for line_no, rec in _records(path, skip_bad, stats):
-        try:
-            doc = parse_corpus_record(rec)
-        except MissingField as exc:
-            stats.skip_or_raise(DataError(f"bad corpus record: {exc}", str(path), line_no), skip_bad)
-            continue
+    for line_no, doc in _corpus_records(path, skip_bad, stats):
         if doc.id in docs:
             if docs[doc.id] == doc:
                 continue  # an exact repeat carries no new information
@@ -193,6 +188,40 @@ def load_corpus(
     if max_tokens is None:
         return list(docs.values())
     return [part for doc in docs.values() for part in chunk_document(doc, max_tokens, overlap)]
+
+
+def _corpus_records(path: Path, skip_bad: bool, stats: ReadStats) -> Iterator[tuple[int, Document]]:
+    """(line, passage) of each corpus record; a malformed one raises or is skipped and counted."""
+    for line_no, rec in _records(path, skip_bad, stats):
+        try:
+            yield line_no, parse_corpus_record(rec)
+        except MissingField as exc:
+            stats.skip_or_raise(DataError(f"bad corpus record: {exc}", str(path), line_no), skip_bad)
+
+
+def iter_corpus(
+    path: str | Path,
+    *,
+    format: str | None = None,
+    skip_bad: bool = False,
+    max_tokens: int | None = 200,
+    overlap: int = 40,
+    stats: ReadStats | None = None,
+) -> Iterator[Document]:
+    """The passages of a corpus one at a time, for a streamed index build (:func:`tandem.index.build_index`).
+
+    A corpus JSONL file is read line by line (a JSON array file is parsed whole, then yielded); each
+    record is chunked as in :func:`load_corpus`. Ids are not checked here: the build refuses an id
+    seen twice, exact repeats included (which :func:`load_corpus` drops). Folders and QA datasets
+    are read with :func:`load_corpus`."""
+    path = Path(path)
+    stats = stats if stats is not None else ReadStats()
+    fmt = format or sniff_format(path)
+    if fmt not in ("corpus", "flashrag_corpus"):
+        yield from load_corpus(path, format=fmt, skip_bad=skip_bad, max_tokens=max_tokens, overlap=overlap, stats=stats)
+        return
+    for _, doc in _corpus_records(path, skip_bad, stats):
+        yield from (chunk_document(doc, max_tokens, overlap) if max_tokens else (doc,))
 
 
 def chunk_document(doc: Document, max_tokens: int, overlap: int) -> list[Document]:

@@ -1,30 +1,43 @@
-"""Build and open index folders.
+"""Build, extend and open index folders.
 
-An index folder holds ``manifest.json`` (written last), ``docs.jsonl`` and, by kind, a bm25s
-index (``bm25/``), a FAISS index (``dense.faiss``) and extra per-document arrays (``extras/*.npy``,
-e.g. CoopRAG's per-layer [CLS] vectors). A build writes into a hidden sibling folder and renames
-it into place when complete (:func:`tandem.outdir.atomic_dir`), so a killed build never leaves a
-folder that loads, and a folder holding anything tandem did not write is never replaced.
+An index folder holds ``manifest.json`` (written last), ``docs.jsonl`` with its offset index
+``docs.offsets.npy`` and, by kind, a bm25s index (``bm25/``), a FAISS index (``dense.faiss``) and
+extra per-document arrays (``extras/*.npy``, e.g. CoopRAG's per-layer [CLS] vectors). A build
+encodes the corpus shard by shard into a work folder beside the target (resumed after a kill,
+:mod:`tandem.index.stream`), then assembles the index in a hidden sibling folder and renames it into
+place when complete (:func:`tandem.outdir.atomic_dir`), so a killed build never leaves a folder that
+loads, and a folder holding anything tandem did not write is never replaced.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tandem.errors import ConfigError, IndexError_
-from tandem.index.bm25 import DEFAULT_BM25, build_bm25, load_bm25
-from tandem.index.dense import DEFAULT_DENSE, build_faiss, load_faiss, save_faiss
-from tandem.index.encoder import Encoder, load_encoder
-from tandem.index.manifest import MANIFEST, Manifest, corpus_hash
-from tandem.index.store import DocStore
+from tandem.errors import ConfigError, DataError, IndexError_
+from tandem.index.bm25 import DEFAULT_BM25, BM25Builder, load_bm25
+from tandem.index.dense import DEFAULT_DENSE, build_faiss, ivf_nlist, load_faiss, save_faiss
+from tandem.index.encoder import ENCODERS, Encoder, load_encoder
+from tandem.index.manifest import MANIFEST, Manifest, corpus_hash, corpus_hasher, update_corpus_hash
+from tandem.index.store import DOCS_FILE, DiskDocs, DocStore, DocsWriter, index_ids, parse_doc
+from tandem.index.stream import (
+    DEFAULT_SHARD_SIZE,
+    LocalEncoding,
+    ShardEncoder,
+    WorkFolder,
+    encode_corpus,
+    id_hash,
+    work_dir,
+)
+from tandem.io import atomic_open
 from tandem.models import DEFAULT_ENCODER, canonical_name
-from tandem.outdir import MARKER, atomic_dir, recover_swap
+from tandem.outdir import MARKER, atomic_dir, check_owned, folder_lock, recover_swap
 from tandem.types import Document, OnProgress
 
 KINDS: dict[str, tuple[str, ...]] = {"bm25": ("bm25",), "dense": ("dense",), "hybrid": ("bm25", "dense")}
@@ -37,7 +50,7 @@ ExtraBuilder = Callable[[DocStore, Encoder], dict[str, np.ndarray]]
 
 
 def build_index(
-    docs: Sequence[Document],
+    docs: Iterable[Document],
     out: str | Path,
     *,
     kind: str = "hybrid",
@@ -47,35 +60,186 @@ def build_index(
     batch_size: int = 64,
     extras: Sequence[ExtraBuilder] = (),
     on_progress: OnProgress | None = None,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    encoding: ShardEncoder | None = None,
 ) -> Manifest:
-    """Index ``docs`` into the folder ``out`` (replacing an existing index only once the new one is complete).
-    ``on_progress(done, total)`` follows the encoding of the passages for the dense component."""
+    """Index ``docs`` (any iterable, read once, in shards of ``shard_size``) into the folder ``out``,
+    replacing an existing index only once the new one is complete.
+
+    Shards are encoded (by ``encoding``, default this process) into a work folder beside ``out``
+    (:mod:`tandem.index.stream`); a build killed on the way and run again continues at the first
+    unfinished shard. ``on_progress(done, total)`` counts documents encoded (``total`` is 0 when
+    ``docs`` has no length)."""
     if kind not in KINDS:
         raise ConfigError(f"unknown index kind {kind!r}; choose one of {sorted(KINDS)}")
-    if not docs:
-        raise ConfigError("cannot index an empty corpus")
+    if shard_size < 1:
+        raise ConfigError(f"shard size must be at least 1, got {shard_size}")
+    if isinstance(docs, Sequence):  # in memory already: refuse an empty corpus or a repeated id before any work
+        if not docs:
+            raise ConfigError("cannot index an empty corpus")
+        index_ids(docs)
     components = KINDS[kind]
-    store = DocStore(docs)
-    with atomic_dir(out, "index") as tmp:
-        manifest = Manifest(kind=kind, components=list(components), doc_count=len(store), corpus_hash=corpus_hash(store.docs))
-        store.save(tmp)
-        if "bm25" in components:
-            params = {**DEFAULT_BM25, **(bm25_params or {})}
-            build_bm25(store.docs, tmp, params)
-            manifest.params["bm25"] = params
-        needs_encoder = "dense" in components or any(getattr(b, "needs_encoder", True) for b in extras)
-        enc = (load_encoder(encoder) if isinstance(encoder, str) else encoder) if needs_encoder else None
-        if enc is not None:
-            manifest.encoder, manifest.dim, manifest.pooling = enc.name, enc.dim, enc.pooling
-            manifest.encoder_backend = getattr(enc, "backend", None)
-        if "dense" in components and enc is not None:
-            params = {**DEFAULT_DENSE, **(dense_params or {})}
-            vectors = enc.encode([d.contents for d in store.docs], batch_size=batch_size, on_progress=on_progress)
-            save_faiss(build_faiss(vectors, params), tmp)
-            manifest.params["dense"] = params
-        _run_extras(extras, store, enc, tmp, manifest)
-        manifest.save(tmp)
+    out = Path(out)
+    needs_encoder = "dense" in components or any(getattr(b, "needs_encoder", True) for b in extras)
+    enc = (load_encoder(encoder) if isinstance(encoder, str) else encoder) if needs_encoder else None
+    manifest = Manifest(kind=kind, components=list(components), doc_count=0, corpus_hash="")
+    if enc is not None:
+        manifest.encoder, manifest.dim, manifest.pooling = enc.name, enc.dim, enc.pooling
+        manifest.encoder_backend = getattr(enc, "backend", None)
+    if "dense" in components and enc is not None and encoding is None:
+        encoding = LocalEncoding(enc, batch_size)
+    signature = {"kind": kind, "encoder": manifest.encoder, "backend": manifest.encoder_backend,
+                 "dim": manifest.dim, "batch_size": batch_size, "shard_size": shard_size}
+    with folder_lock(out):
+        recover_swap(out)
+        check_owned(out, "index", replacing=True)  # before any work
+        work = WorkFolder(work_dir(out), signature)
+        _encode(docs, work, encoding if "dense" in components else None, shard_size, on_progress)
+        with atomic_dir(out, "index") as tmp:
+            _assemble(tmp, manifest, work, None, bm25_params, dense_params)
+            _run_extras(extras, DocStore.load(tmp), enc, tmp, manifest)
+            manifest.save(tmp)
+        work.remove()
     return manifest
+
+
+def add_documents(
+    folder: str | Path,
+    docs: Iterable[Document],
+    *,
+    encoder: str | Encoder | None = None,
+    batch_size: int = 64,
+    on_progress: OnProgress | None = None,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    encoding: ShardEncoder | None = None,
+) -> Manifest:
+    """Append ``docs`` to the index ``folder``: only they are encoded (resumably, as in a build), the
+    vector index is extended, the bm25 index is re-scored over all documents (bm25s cannot extend one:
+    IDF and mean length change), and the manifest's count and corpus hash follow. An id already in the
+    index (or repeated among ``docs``) is a DataError naming it; the folder is replaced atomically."""
+    src = Path(folder)
+    with folder_lock(src):
+        recover_swap(src)
+        manifest = Manifest.load(src)
+        if manifest.extras:
+            raise ConfigError(f"index {src} has extras {sorted(manifest.extras)} computed over its documents: "
+                              "rebuild it with the new documents instead of adding them")
+        enc: Encoder | None = None
+        if "dense" in manifest.components:
+            if encoder is None:  # the index's own encoder, with the backend that made its vectors
+                if manifest.encoder is None:
+                    raise IndexError_(f"index {src} records no encoder; give one")
+                same = {"backend": manifest.encoder_backend} if manifest.encoder_backend in ENCODERS else {}
+                enc = load_encoder(manifest.encoder, **same)
+            else:
+                enc = load_encoder(encoder) if isinstance(encoder, str) else encoder
+            manifest.check(encoder=canonical_name(enc.name), folder=str(src))
+            encoding = encoding or LocalEncoding(enc, batch_size)
+        signature = {"add_to": manifest.corpus_hash, "encoder": manifest.encoder, "batch_size": batch_size,
+                     "shard_size": shard_size}
+        work = WorkFolder(work_dir(src), signature)
+        _encode(docs, work, encoding if enc is not None else None, shard_size, on_progress)
+        with atomic_dir(src, "index") as tmp:
+            _assemble(tmp, manifest, work, src, manifest.params.get("bm25"), manifest.params.get("dense"))
+            manifest.save(tmp)
+        work.remove()
+    return manifest
+
+
+def _encode(docs: Iterable[Document], work: WorkFolder, encoding: ShardEncoder | None, shard_size: int,
+            on_progress: OnProgress | None) -> None:
+    """Fill the work folder; on failure it is kept (for the next run to resume) only if a shard finished."""
+    try:
+        encode_corpus(docs, work, encoding, shard_size, on_progress, len(docs) if isinstance(docs, Sized) else 0)
+    except BaseException:
+        if not work.shards:
+            work.remove()
+        raise
+    if not work.shards:
+        work.remove()
+        raise ConfigError("cannot index an empty corpus")
+
+
+def _line_chunks(base: Path | None, work: WorkFolder, size: int = DEFAULT_SHARD_SIZE) -> Iterator[list[bytes]]:
+    """The ``docs.jsonl`` lines of the new index: those of the ``base`` index, then every shard's."""
+    if base is not None:
+        with open(base / DOCS_FILE, "rb") as handle:
+            while chunk := list(itertools.islice(handle, size)):
+                yield chunk
+    for shard in work.shards:
+        yield work.doc_lines(shard)
+
+
+def _assemble(tmp: Path, manifest: Manifest, work: WorkFolder, base: Path | None,
+              bm25_params: dict[str, Any] | None, dense_params: dict[str, Any] | None) -> None:
+    """Write the index files into ``tmp`` from the ``base`` index (if any) and the work folder's shards,
+    in one streamed pass over the documents; fills the manifest's count, hash and parameters."""
+    params = {**DEFAULT_BM25, **(bm25_params or {})}
+    bm25 = BM25Builder(params, tmp) if "bm25" in manifest.components else None
+    hasher, id_hashes = corpus_hasher(), []
+    with atomic_open(tmp / DOCS_FILE, "wb") as handle:
+        writer = DocsWriter(handle)
+        for lines in _line_chunks(base, work):
+            writer.write_lines(lines)
+            docs = [parse_doc(line) for line in lines]
+            update_corpus_hash(hasher, docs)
+            id_hashes.append(np.fromiter((id_hash(d.id) for d in docs), dtype=np.uint64, count=len(docs)))
+            if bm25 is not None:
+                bm25.add([d.contents for d in docs])
+    writer.save_offsets(tmp)
+    _check_unique_ids(np.concatenate(id_hashes), DiskDocs(tmp), base, manifest.doc_count if base else 0)
+    manifest.doc_count, manifest.corpus_hash = len(writer.offsets) - 1, hasher.hexdigest()
+    if bm25 is not None:
+        bm25.save(tmp)
+        manifest.params["bm25"] = params
+    if "dense" in manifest.components:
+        dense = {**DEFAULT_DENSE, **(dense_params or {})}
+        manifest.params["dense"] = _vector_index(dense, [work.vectors(s) for s in work.shards], tmp, base)
+
+
+def _check_unique_ids(id_hashes: np.ndarray, docs: DiskDocs, base: Path | None, base_count: int) -> None:
+    """A DataError for the first id found twice (the ``base`` index holds the first ``base_count`` rows)."""
+    order = np.argsort(id_hashes, kind="stable")
+    ranked = id_hashes[order]
+    for pos in np.flatnonzero(ranked[1:] == ranked[:-1]):
+        first, second = sorted((int(order[pos]), int(order[pos + 1])))
+        doc_id = docs[first].id
+        if doc_id != docs[second].id:
+            continue  # two ids with one 64-bit hash
+        if first < base_count <= second:
+            raise DataError(f"document id {doc_id!r} is already in the index {base} (row {first}): "
+                            "give new ids to the documents you add")
+        raise DataError(f"duplicate document id {doc_id!r} in the corpus (documents {first} and {second})")
+
+
+def _vector_index(params: dict[str, Any], shards: Sequence[np.ndarray], folder: Path,
+                  base: Path | None = None) -> dict[str, Any]:
+    """The one place the vector index is made: the ``base`` index's FAISS index extended, or a new one
+    made from the first shard (IVF: trained on the first vectors, up to 256 a list, as FAISS samples),
+    filled with the memory-mapped shard vectors block by block and saved into ``folder``; returns the
+    parameters to record."""
+    total = sum(len(s) for s in shards)
+    if base is not None:
+        index, start = load_faiss(base, params), 0
+    else:
+        if params["faiss"] == "ivf":
+            params = {**params, "nlist": ivf_nlist(total, params)}
+        start = min(total, 256 * params["nlist"]) if params["faiss"] == "ivf" else len(shards[0])
+        index = build_faiss(np.concatenate(list(_rows(shards, 0, start))), params)
+    for block in _rows(shards, start, total):
+        index.add(block)
+    save_faiss(index, folder)
+    return params
+
+
+def _rows(shards: Sequence[np.ndarray], start: int, stop: int) -> Iterator[np.ndarray]:
+    """Rows ``start:stop`` of the shards taken end to end, one contiguous float32 block per shard."""
+    offset = 0
+    for s in shards:
+        lo, hi = max(start - offset, 0), min(stop - offset, len(s))
+        if lo < hi:
+            yield np.ascontiguousarray(s[lo:hi], dtype=np.float32)
+        offset += len(s)
 
 
 def _run_extras(extras: Sequence[ExtraBuilder], store: DocStore, enc: Encoder | None, folder: Path,
@@ -153,7 +317,7 @@ class Index:
         self._encoder_backend = encoder_backend
         try:
             self.store = DocStore.load(self.folder)
-        except (OSError, ValueError, KeyError) as exc:
+        except (OSError, ValueError, KeyError, DataError) as exc:
             raise IndexError_(f"cannot load index {self.folder}: unreadable documents ({exc})") from exc
 
     @property

@@ -29,7 +29,7 @@ def build_faiss(vectors: np.ndarray, params: dict[str, Any]) -> faiss.Index:
     if kind == "flat":
         index: faiss.Index = faiss.IndexFlatIP(dim)
     elif kind == "ivf":
-        nlist = params.get("nlist") or max(1, min(int(4 * math.sqrt(n)), n // 39 or 1))
+        nlist = ivf_nlist(n, params)
         quantizer = faiss.IndexFlatIP(dim)
         index = faiss.IndexIVFFlat(quantizer, dim, nlist, faiss.METRIC_INNER_PRODUCT)
         index.train(vectors)
@@ -41,6 +41,11 @@ def build_faiss(vectors: np.ndarray, params: dict[str, Any]) -> faiss.Index:
         raise ConfigError(f"unknown faiss index kind {kind!r}; choose one of {sorted(FAISS_KINDS)}")
     index.add(vectors)
     return index
+
+
+def ivf_nlist(n: int, params: dict[str, Any]) -> int:
+    """The IVF list count for ``n`` vectors: ``params['nlist']``, else about 4 sqrt(n) (>= 39 vectors a list)."""
+    return int(params.get("nlist") or max(1, min(int(4 * math.sqrt(n)), n // 39 or 1)))
 
 
 def save_faiss(index: faiss.Index, folder: Path) -> None:

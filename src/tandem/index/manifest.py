@@ -18,14 +18,24 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 
 
-def corpus_hash(docs: Iterable[Document]) -> str:
-    """sha256 over the ordered (id, title, text) of every document."""
-    h = hashlib.sha256()
+def corpus_hasher() -> Any:
+    """A hash object for :func:`update_corpus_hash` (a corpus hashed in parts equals :func:`corpus_hash`)."""
+    return hashlib.sha256()
+
+
+def update_corpus_hash(h: Any, docs: Iterable[Document]) -> None:
+    """Feed the next documents of a corpus into ``h``."""
     for d in docs:
         for part in (d.id, d.title, d.text):
             h.update(part.encode("utf-8"))
             h.update(b"\x00")
         h.update(b"\x01")
+
+
+def corpus_hash(docs: Iterable[Document]) -> str:
+    """sha256 over the ordered (id, title, text) of every document."""
+    h = corpus_hasher()
+    update_corpus_hash(h, docs)
     return h.hexdigest()
 
 
