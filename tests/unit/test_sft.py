@@ -13,7 +13,15 @@ from tandem.errors import DataError
 from tandem.llm import load_llm
 from tandem.llm.hf import HFLLM
 from tandem.llm.types import LLMRequest, Message
-from tandem.train.sft import SFTSettings, encode_example, read_sft_data, read_sft_json, train_model, train_sft
+from tandem.train.sft import (
+    SFTSettings,
+    encode_example,
+    read_sft_data,
+    read_sft_json,
+    reply_loss,
+    train_model,
+    train_sft,
+)
 
 SYSTEM = {"role": "system", "content": "You plan retrieval. Answer only in JSON."}
 
@@ -144,3 +152,13 @@ def test_cli_reports_bad_data_and_finished_runs(tiny_llm, tmp_path):
     assert "2/2 steps" in first.output and "finished" in first.output
     second = runner.invoke(app, args)
     assert second.exit_code == 0 and "already finished" in second.output
+
+
+def test_reply_loss_equals_the_masked_full_sequence_loss(tiny_llm):
+    ids, labels = encode_example(tiny_llm.tokenizer, EXAMPLES[1]["messages"], tiny_llm.eos_token_ids[0])
+    ids_t, labels_t = torch.tensor([ids]), torch.tensor([labels])
+    with torch.no_grad():
+        full = tiny_llm.model(input_ids=ids_t, labels=labels_t).loss
+        assert torch.allclose(reply_loss(tiny_llm.model, ids_t, labels_t), full, atol=1e-5)
+        unmasked = tiny_llm.model(input_ids=ids_t, labels=ids_t).loss
+    assert not torch.allclose(full, unmasked)  # the prompt tokens would change it

@@ -204,6 +204,14 @@ def _targets(labels: torch.Tensor) -> int:
     return int((labels[0, 1:] >= 0).sum())
 
 
+def reply_loss(model: Any, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross-entropy over the reply (the labelled tail of ``labels``, shape ``[1, n]``);
+    the LM head runs only from the last prompt position on (``logits_to_keep``), not over the prompt."""
+    first = max(1, int((labels[0] >= 0).nonzero()[0]))
+    logits = model(input_ids=ids, logits_to_keep=ids.shape[1] - first + 1).logits[0, :-1]
+    return torch.nn.functional.cross_entropy(logits.float(), labels[0, first:], ignore_index=-100)
+
+
 def _batches(n: int, batch_size: int, seed: int, step: int) -> list[int]:
     """Example indices of optimizer step ``step`` (0-based): epoch e is a shuffle seeded with seed + e."""
     per_epoch = -(-n // batch_size)
@@ -280,7 +288,7 @@ def train_model(llm: Any, examples: Sequence[ChatExample], out: str | Path, sett
         optim.zero_grad()
         loss_sum = 0.0
         for (ids, labels), n in zip(batch, counts, strict=True):
-            loss = peft_model(input_ids=ids, labels=labels).loss  # mean over this example's targets
+            loss = reply_loss(peft_model, ids, labels)
             (loss * n / tokens).backward()
             loss_sum += loss.item() * n
         torch.nn.utils.clip_grad_norm_(params, settings.clip)
