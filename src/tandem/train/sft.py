@@ -199,6 +199,10 @@ def _move_files(tmp: Path, target: Path) -> None:
     tmp.rmdir()
 
 
+def _same_path(a: str, b: str) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
+
+
 def _targets(labels: torch.Tensor) -> int:
     """Tokens the loss is taken on (transformers shifts the labels: position 0 is never a target)."""
     return int((labels[0, 1:] >= 0).sum())
@@ -254,7 +258,7 @@ def train_model(llm: Any, examples: Sequence[ChatExample], out: str | Path, sett
     log: dict[str, Any]
     state = load_trainer_state(out / CHECKPOINT_DIR)
     if state is not None:
-        if _model_settings(state["settings"]) != _model_settings(settings.to_dict()) or state["data"] != data:
+        if _model_settings(state["settings"]) != _model_settings(settings.to_dict()) or not _same_path(state["data"], data):
             raise ConfigError(f"{out} holds a run with other settings or data; use another --out")
         from peft import set_peft_model_state_dict
         from safetensors.torch import load_file
@@ -323,7 +327,7 @@ def train_sft(data_dir: str | Path, llm_spec: str, out: str | Path, settings: SF
 
     data = read_sft_data(data_dir, settings.roles)
     out = claim_dir(out, "sft-model")
-    source = str(Path(data_dir))
+    source = str(Path(data_dir).resolve())
     if settings.mode == "merged":
         examples = [ex for role in settings.roles for ex in data[role]]
         on_step = progress("sft " + "+".join(settings.roles)) if progress else None
