@@ -32,7 +32,8 @@ class ReadStats:
             self.first_error = str(error)
 
 
-def _open_bytes(path: Path) -> IO[bytes]:
+def open_bytes(path: Path) -> IO[bytes]:
+    """Open a file for reading bytes, gunzipping a `.gz` one."""
     if path.suffix == ".gz":
         return gzip.open(path, "rb")
     return open(path, "rb")
@@ -47,7 +48,7 @@ def read_jsonl(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | N
     path = Path(path)
     stats = stats if stats is not None else ReadStats()
     try:
-        handle = _open_bytes(path)
+        handle = open_bytes(path)
     except OSError as exc:
         raise DataError(f"cannot open: {exc.strerror}", str(path)) from exc
     with handle:
@@ -77,7 +78,7 @@ def read_json_records(path: str | Path, *, skip_bad: bool = False,
     stats = stats if stats is not None else ReadStats()
     path = Path(path)
     try:
-        with _open_bytes(path) as handle:
+        with open_bytes(path) as handle:
             data = json.loads(handle.read().decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise DataError(f"not valid UTF-8 (byte {exc.start})", str(path)) from exc
@@ -94,7 +95,7 @@ def read_json_records(path: str | Path, *, skip_bad: bool = False,
 
 def is_json_array_file(path: Path) -> bool:
     """True if the file's first non-space byte opens a JSON array."""
-    with _open_bytes(path) as handle:
+    with open_bytes(path) as handle:
         head = handle.read(4096).lstrip()
     return head.startswith(b"[")
 

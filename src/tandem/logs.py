@@ -23,6 +23,7 @@ THIRD_PARTY_LOGGERS = (
 _QUIET_ENV = {
     "TRANSFORMERS_VERBOSITY": "error",
     "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
+    "DATASETS_VERBOSITY": "error",  # datasets sets its own loggers' level when imported
     "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     # bars that third-party code draws without a ``disable=`` argument (transformers' GGUF conversion);
     # tqdm reads TQDM_* defaults when it is imported, and an explicit ``disable=`` still wins

@@ -179,3 +179,14 @@ def test_gzip_jsonl_errors_keep_line(tmp_path: Path):
         handle.write('{"id": "1", "text": "a"}\n{bad\n')
     with pytest.raises(DataError, match=r"c\.jsonl\.gz:2"):
         load_corpus(path)
+
+
+def test_chunking_a_long_paragraph_is_linear_and_keeps_every_word():
+    from tandem.corpus.chunking import chunk_text
+
+    words = [f"w{i}" for i in range(200_000)]  # one paragraph: cut mid-way many times
+    chunks = chunk_text(" ".join(words), max_tokens=200, overlap=40)
+    assert len(chunks) == 1250
+    assert chunks[1].split()[:40] == chunks[0].split()[-40:]
+    rebuilt = chunks[0].split() + [w for c in chunks[1:] for w in c.split()[40:]]
+    assert rebuilt == words

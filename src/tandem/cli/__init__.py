@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from tandem.cli import ask, data, evaluate, index, train
 from tandem.cli.common import console, out, set_verbosity
+from tandem.cli.exports import register as register_exports
 from tandem.cli.federate import federate_app
 from tandem.cli.llm import llm_app
 from tandem.cli.r2ag import register as register_r2ag
@@ -30,6 +31,7 @@ app.add_typer(train.train_app, name="train")
 app.add_typer(federate_app, name="federate")
 app.add_typer(llm_app, name="llm")
 register_r2ag(train.train_app)
+register_exports(train.export_app)
 register_serve(app)
 
 

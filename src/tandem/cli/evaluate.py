@@ -49,7 +49,7 @@ def eval_retrieval(
 ) -> None:
     """Recall@k, all-gold@k, MRR and nDCG@10 of a retriever on a dataset's questions."""
     from tandem.eval.retrieval import check_gold_coverage, evaluate_retrieval
-    from tandem.eval.rundir import RunDir
+    from tandem.eval.rundir import PER_QUESTION, RunDir
     from tandem.index import open_index
     from tandem.retrieve import open_retriever
 
@@ -72,7 +72,7 @@ def eval_retrieval(
             "retriever_options": options,
             "k": list(k), "limit": limit,
         })
-        run.write_records("per_question.jsonl", records)
+        run.write_records(PER_QUESTION, records)
         row = {"retriever": kind, **{m: v for m, v in metrics.items() if isinstance(v, float)}}
         run.write_metrics(metrics, [row], f"Retrieval: {Path(dataset).name} / {kind}")
     if as_json:

@@ -30,9 +30,11 @@ def chunk_text(text: str, max_tokens: int = 200, overlap: int = 40) -> list[str]
             chunks.append(current)
             current = current[-overlap:] if overlap else []
         current = current + words
-        while len(current) > max_tokens:
-            chunks.append(current[:max_tokens])
-            current = current[max_tokens - overlap:]
+        start = 0  # cut by moving an offset: slicing the rest off each time is quadratic in a long paragraph
+        while len(current) - start > max_tokens:
+            chunks.append(current[start:start + max_tokens])
+            start += max_tokens - overlap
+        current = current[start:]
     if current and (not chunks or len(current) > overlap):
         chunks.append(current)
     return [" ".join(c) for c in chunks]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tandem.corpus.sources import join_sentences
 from tandem.types import Document, Question, doc_id_for
 
 
@@ -40,34 +41,82 @@ def _question(qid: Any, text: str, answers: list[str], gold: list[Document], con
 
 # --- QA formats -------------------------------------------------------------------------------
 
+def _columns_to_rows(value: Any, key: str) -> list[Any]:
+    """A list of items as given, or the Hugging Face column layout (a dict of equal-length lists, as
+    ``datasets`` stores a sequence of structs) turned into a list of dicts."""
+    if isinstance(value, list):
+        return value
+    if isinstance(value, dict):
+        columns = {k: v for k, v in value.items() if isinstance(v, list)}
+        lengths = {len(v) for v in columns.values()}
+        if len(columns) != len(value) or len(lengths) > 1:
+            raise MissingField(f"field {key!r}: a dict of lists of equal length expected (Hugging Face layout)")
+        n = lengths.pop() if lengths else 0
+        return [{k: v[i] for k, v in columns.items()} for i in range(n)]
+    raise MissingField(f"field {key!r} should be list or dict, got {type(value).__name__}")
+
+
+def _pairs(rec: dict[str, Any], key: str, first: str, second: tuple[str, ...]) -> list[tuple[Any, Any]]:
+    """``rec[key]`` as (first, second) pairs from any of the layouts: ``[[a, b], ...]`` (original
+    releases), ``[{first: a, second: b}, ...]`` or ``{first: [a, ...], second: [b, ...]}`` (Hugging
+    Face). ``second`` lists the accepted names of the second member (``sentences`` / ``content``)."""
+    pairs = []
+    for item in _columns_to_rows(need(rec, key), key):
+        if isinstance(item, dict):
+            name = next((n for n in second if n in item), None)
+            if first not in item or name is None:
+                raise MissingField(f"field {key!r}: an item lacks {first!r} or {second[0]!r}")
+            pairs.append((item[first], item[name]))
+        elif isinstance(item, list | tuple) and len(item) == 2:
+            pairs.append((item[0], item[1]))
+        else:
+            raise MissingField(f"field {key!r}: an item is not a [{first}, {second[0]}] pair")
+    return pairs
+
+
+def _evidences(value: Any) -> list[list[Any]]:
+    """2WikiMultihopQA evidence triples [subject, relation, object]; the Hugging Face layout's
+    ``{fact, relation, entity}`` columns become the same triples."""
+    rows = _columns_to_rows(value, "evidences")
+    return [[r.get("fact"), r.get("relation"), r.get("entity")] if isinstance(r, dict) else list(r) for r in rows]
+
+
 def parse_hotpotqa(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
-    """HotpotQA / 2WikiMultihopQA original release: context [[title, [sentences]]], supporting_facts."""
-    context = need(rec, "context", list)
-    facts = need(rec, "supporting_facts", list)
+    """HotpotQA / 2WikiMultihopQA, original releases (context ``[[title, [sentences]]]``,
+    supporting_facts ``[[title, sent_id]]``) and Hugging Face layouts (``context`` as a dict of
+    ``title`` / ``sentences`` (or ``content``) lists, ``supporting_facts`` as a dict of ``title`` /
+    ``sent_id`` lists, ``evidences`` as ``fact`` / ``relation`` / ``entity`` lists)."""
+    context = _pairs(rec, "context", "title", ("sentences", "content"))
+    facts = _pairs(rec, "supporting_facts", "title", ("sent_id",))
     support: dict[str, list[int]] = {}
     for title, sent_idx in facts:
         support.setdefault(title, []).append(int(sent_idx))
     docs, gold, gold_sentences = [], [], []
     for title, sentences in context:
-        text = " ".join(s.strip() for s in sentences)
-        doc = _doc(title, text)
+        if not isinstance(title, str) or not isinstance(sentences, list):
+            raise MissingField("field 'context': a title should be str and its sentences a list")
+        doc = _doc(title, join_sentences(sentences))
         docs.append(doc)
         if title in support:
             gold.append(doc)
             gold_sentences += [sentences[i].strip() for i in support[title] if i < len(sentences)]
     meta: dict[str, Any] = {"type": rec.get("type"), "level": rec.get("level"), "supporting_sentences": gold_sentences}
-    if "evidences" in rec:
-        meta["evidences"] = rec["evidences"]
+    if rec.get("evidences") is not None:
+        meta["evidences"] = _evidences(rec["evidences"])
     qid = rec.get("_id", rec.get("id"))
     if qid is None:
         raise MissingField("missing required field '_id'")
     return _question(qid, need(rec, "question", str), [need(rec, "answer", str)], gold, docs, **meta), docs
 
 
-def _paragraphs(items: list[dict[str, Any]], text_key: str, gold_key: str) -> tuple[list[Document], list[Document]]:
-    """Passages of a question's context and the gold ones among them."""
+def _paragraphs(items: list[dict[str, Any]] | dict[str, list[Any]], text_key: str, gold_key: str,
+                key: str = "paragraphs") -> tuple[list[Document], list[Document]]:
+    """Passages of a question's context and the gold ones among them (a list of paragraph objects, or
+    the Hugging Face column layout of one)."""
     docs, gold = [], []
-    for item in items:
+    for item in _columns_to_rows(items, key):
+        if not isinstance(item, dict):
+            raise MissingField(f"field {key!r}: an item is {type(item).__name__}, not an object")
         doc = _doc(item.get("title", ""), need(item, text_key, str))
         docs.append(doc)
         if item.get(gold_key):
@@ -76,10 +125,14 @@ def _paragraphs(items: list[dict[str, Any]], text_key: str, gold_key: str) -> tu
 
 
 def parse_musique(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
-    """MuSiQue original (and HippoRAG's questions file): paragraphs with is_supporting."""
-    docs, gold = _paragraphs(need(rec, "paragraphs", list), "paragraph_text", "is_supporting")
-    answers = [need(rec, "answer", str), *rec.get("answer_aliases", [])]
-    meta = {"decomposition": rec.get("question_decomposition", []), "answerable": rec.get("answerable", True)}
+    """MuSiQue original and Hugging Face layouts (and HippoRAG's questions file): paragraphs with
+    ``idx, title, paragraph_text, is_supporting``, ``question_decomposition``, ``answer_aliases``,
+    ``answerable``; a dict of columns is read like the list of objects it stands for."""
+    docs, gold = _paragraphs(need(rec, "paragraphs", (list, dict)), "paragraph_text", "is_supporting")
+    answers = [need(rec, "answer", str), *(rec.get("answer_aliases") or [])]
+    decomposition = rec.get("question_decomposition") or []
+    meta = {"decomposition": _columns_to_rows(decomposition, "question_decomposition"),
+            "answerable": rec.get("answerable", True)}
     return _question(need(rec, "id"), need(rec, "question", str), answers, gold, docs, **meta), docs
 
 
@@ -90,13 +143,13 @@ def parse_ircot(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
         answers += obj.get("spans", [])
         if obj.get("number"):
             answers.append(str(obj["number"]))
-    docs, gold = _paragraphs(need(rec, "contexts", list), "paragraph_text", "is_supporting")
+    docs, gold = _paragraphs(need(rec, "contexts", list), "paragraph_text", "is_supporting", "contexts")
     return _question(need(rec, "question_id"), need(rec, "question_text", str), answers, gold, docs), docs
 
 
 def parse_nq_oracle(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
     """NQ-open oracle (lost-in-the-middle): question, answers, ctxs with isgold."""
-    docs, gold = _paragraphs(need(rec, "ctxs", list), "text", "isgold")
+    docs, gold = _paragraphs(need(rec, "ctxs", list), "text", "isgold", "ctxs")
     question = need(rec, "question", str)
     qid = rec.get("id", doc_id_for("nq", question))
     return _question(qid, question, list(need(rec, "answers", list)), gold, docs), docs

@@ -14,8 +14,9 @@ from typing import Any
 
 from tandem.corpus.chunking import chunk_text
 from tandem.corpus.formats import QA_FORMATS, MissingField, detect_record, parse_corpus_record
+from tandem.corpus.sources import is_hf_saved, is_hf_spec, iter_records
 from tandem.errors import DataError
-from tandem.io import ReadStats, is_json_array_file, read_json_records, read_jsonl
+from tandem.io import ReadStats
 from tandem.types import Document, Question, doc_id_for
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
@@ -38,30 +39,34 @@ class Dataset:
         return Path(self.path).stem
 
 
-def _records(path: Path, skip_bad: bool, stats: ReadStats) -> Iterator[tuple[int, dict[str, Any]]]:
-    if not path.exists():
-        raise DataError("no such file", str(path))
-    if is_json_array_file(path):
-        yield from read_json_records(path, skip_bad=skip_bad, stats=stats)
-    else:
-        yield from read_jsonl(path, skip_bad=skip_bad, stats=stats)
+def _source(path: str | Path) -> Path | str:
+    """A path as given: ``hf:`` names stay strings (a Path would fold their slashes)."""
+    return str(path) if is_hf_spec(path) else Path(path)
+
+
+def _records(path: Path | str, skip_bad: bool, stats: ReadStats) -> Iterator[tuple[int, dict[str, Any]]]:
+    return iter_records(path, skip_bad=skip_bad, stats=stats)
 
 
 def sniff_format(path: str | Path) -> str:
-    """The format of a file or folder, from its first record (or 'folder' for a directory)."""
-    path = Path(path)
-    if path.is_dir():
+    """The format of a file, folder or ``hf:`` name, from its first record ('folder' for a directory
+    of text files)."""
+    path = _source(path)
+    if isinstance(path, Path) and path.is_dir() and not is_hf_saved(path):
         return "folder"
     for _, rec in _records(path, skip_bad=True, stats=ReadStats()):
         fmt = detect_record(rec)
         if fmt == "unknown":
-            raise DataError(f"cannot tell the format from the keys {sorted(rec)[:8]}; pass --format", str(path), 1)
+            raise DataError(f"cannot tell the format from the keys {sorted(rec)[:8]} (a corpus as one JSON object "
+                            "maps each title to a text or a list of sentences); pass --format", str(path), 1)
         return fmt
     raise DataError("file holds no records", str(path))
 
 
-def _find_sibling_corpus(path: Path) -> Path | None:
+def _find_sibling_corpus(path: Path | str) -> Path | None:
     """HippoRAG ships ``X.json`` with ``X_corpus.json`` beside it."""
+    if not isinstance(path, Path):
+        return None
     for suffix in (".json", ".jsonl"):
         candidate = path.with_name(f"{path.stem}_corpus{suffix}")
         if candidate.exists():
@@ -79,9 +84,10 @@ def load_dataset(
     """Load a QA dataset and its passage pool.
 
     ``corpus`` (or a ``<name>_corpus.json`` beside the file) replaces the pool built from the
-    questions' own paragraphs; gold ids are then mapped onto that corpus by title+text.
+    questions' own paragraphs; gold ids are then mapped onto that corpus by title+text. ``path`` is
+    a file (JSONL, JSON, Parquet), a ``save_to_disk`` folder or ``hf:NAME[/CONFIG][/SPLIT]``.
     """
-    path = Path(path)
+    path = _source(path)
     fmt = format or sniff_format(path)
     if fmt not in QA_FORMATS:
         raise DataError(f"{fmt!r} is not a QA format; QA formats: {sorted(QA_FORMATS)}", str(path))
@@ -154,9 +160,10 @@ def load_corpus(
     Documents longer than ``max_tokens`` words are chunked (files of a folder and corpus records alike;
     ``None`` keeps them whole, as a dataset's own passage pool is kept so its gold ids stay valid): a
     chunked record's passages get ids ``ID#0``, ``ID#1``, ... and keep ``ID`` in ``metadata["source_id"]``.
-    ``skip_bad`` skips malformed records or unreadable files, counted in ``stats``.
+    ``skip_bad`` skips malformed records or unreadable files, counted in ``stats``. A JSON object
+    mapping title -> text or title -> list of sentences is a corpus too (one passage per title).
     """
-    path = Path(path)
+    path = _source(path)
     stats = stats if stats is not None else ReadStats()
     fmt = format or sniff_format(path)
     if fmt == "folder":

@@ -13,6 +13,8 @@ from tandem.outdir import claim_dir
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.json"
 TABLE_FILE = "metrics.md"
+PREDICTIONS = "predictions.jsonl"  # a QA run's records
+PER_QUESTION = "per_question.jsonl"  # a retrieval run's records
 
 
 def markdown_table(rows: Iterable[Mapping[str, Any]], columns: list[str] | None = None, digits: int = 4) -> str:

@@ -25,14 +25,13 @@ from tandem.config import normalise_run_config
 from tandem.errors import ConfigError, DataError, LLMError, RunError
 from tandem.eval.judge import score_prediction
 from tandem.eval.qa_metrics import gold_doc_recall
-from tandem.eval.rundir import CONFIG_FILE, RunDir
+from tandem.eval.rundir import CONFIG_FILE, PREDICTIONS, RunDir
 from tandem.io import atomic_open
 from tandem.llm.types import LLM
 from tandem.methods.base import Method
 from tandem.secrets import redact
 from tandem.types import Question, Step, merge_protocol, protocol_counts
 
-PREDICTIONS = "predictions.jsonl"
 ERRORS_LOG = "errors.log"
 # settings that must match for a run folder to be resumed
 RESUME_KEYS = ("method", "dataset", "index", "retriever", "llm", "settings", "judge", "reanswer")

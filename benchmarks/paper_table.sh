@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The figures table of docs/methods/baselines.md: every method on the first N dev500 questions under
+# `--preset paper` (dense top-50 -> bi-encoder reranker -> top-10, re-answer, the run's LLM as judge)
+# with the embedded models, then one table (calls, tokens, seconds per question, EM/F1/acc,
+# fallback rate).
+#   bash benchmarks/paper_table.sh [N] [OUT] [METHOD ...]
+# R²AG needs an R²-Former checkpoint: R2FORMER=PATH (from `tandem train r2ag`); without it r2ag is skipped.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. .venv/bin/activate
+N=${1:-20}
+OUT=${2:-runs/paper}
+shift $(( $# > 2 ? 2 : $# ))
+METHODS=("$@")
+[ ${#METHODS[@]} -gt 0 ] || METHODS=(direct naive_rag oracle ircot iter_retgen genground metarag dualrag cooprag r2ag)
+DATA=../shared/data/hotpotqa/dev500.jsonl
+INDEX=${INDEX:-$OUT/index}
+[ -f "$INDEX/manifest.json" ] || tandem index --dataset "$DATA" --kind hybrid --extras rala --out "$INDEX"
+runs=()
+for m in "${METHODS[@]}"; do
+  extra=()
+  if [ "$m" = r2ag ]; then
+    [ -n "${R2FORMER:-}" ] || { echo "skipping r2ag: set R2FORMER=PATH"; continue; }
+    extra=(--r2former "$R2FORMER")
+  fi
+  tandem eval qa --preset paper --method "$m" --dataset "$DATA" --index "$INDEX" --retriever dense \
+    --limit "$N" --out "$OUT/$m" "${extra[@]}"
+  runs+=("$OUT/$m")
+done
+tandem report "${runs[@]}" --json > "$OUT/report.json"
+python benchmarks/paper_table.py "$OUT/report.json"

@@ -1,0 +1,200 @@
+"""Where records come from: JSONL (optionally .gz), a JSON array, a JSON object mapping title -> text
+(or title -> sentences), Parquet, a folder written by ``datasets.Dataset.save_to_disk``, and a
+Hugging Face dataset by name (``hf:NAME[/CONFIG][/SPLIT]``) from the local cache.
+
+Every source yields ``(position, record)``: the line of a JSONL file, the 1-based record (or row)
+number otherwise, so errors name the file and the place of the bad record.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from tandem.errors import DataError
+from tandem.io import ReadStats, is_json_array_file, open_bytes, read_json_records, read_jsonl
+
+HF_PREFIX = "hf:"
+PARQUET_SUFFIXES = (".parquet", ".pq")
+#: files ``save_to_disk`` writes: a DatasetDict's, then a single Dataset's
+HF_SAVED_MARKERS = ("dataset_dict.json", "state.json")
+Records = Iterator[tuple[int, dict[str, Any]]]
+
+
+def is_hf_spec(path: str | Path) -> bool:
+    """True for ``hf:NAME[/CONFIG][/SPLIT]``."""
+    return str(path).startswith(HF_PREFIX)
+
+
+def is_hf_saved(path: Path) -> bool:
+    """True for a folder written by ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk``."""
+    return path.is_dir() and any((path / name).is_file() for name in HF_SAVED_MARKERS)
+
+
+def join_sentences(sentences: Iterable[str]) -> str:
+    """A passage's text from its sentences, as HotpotQA-style parsers and title maps both join them
+    (so the same paragraph gets the same content id either way)."""
+    return " ".join(str(s).strip() for s in sentences)
+
+
+def iter_records(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | None = None) -> Records:
+    """Every record of a file, folder or ``hf:`` name, whatever its container (see module doc)."""
+    stats = stats if stats is not None else ReadStats()
+    if is_hf_spec(path):
+        yield from _rows(_load_hf_by_name(str(path)[len(HF_PREFIX):]))
+        return
+    path = Path(path)
+    if not path.exists():
+        raise DataError("no such file", str(path))
+    if is_hf_saved(path):
+        yield from _rows(_load_hf_saved(path, None, str(path)))
+    elif path.suffix.lower() in PARQUET_SUFFIXES:
+        yield from _parquet_rows(path)
+    elif is_json_array_file(path):
+        yield from read_json_records(path, skip_bad=skip_bad, stats=stats)
+    else:
+        whole = _whole_json_object(path)
+        if whole is None:
+            yield from read_jsonl(path, skip_bad=skip_bad, stats=stats)
+        else:
+            yield from _object_records(whole, path)
+
+
+# --- JSON objects: one record, or a title map ---------------------------------------------------
+
+def _whole_json_object(path: Path) -> dict[str, Any] | None:
+    """The file's one JSON object when the whole file is a single object (pretty-printed over many
+    lines, or one line with nothing after it); None for JSONL and JSON arrays."""
+    with open_bytes(path) as handle:
+        if not handle.read(4096).lstrip().startswith(b"{"):
+            return None
+        handle.seek(0)
+        first = handle.readline()
+        try:
+            json.loads(first.decode("utf-8"))
+            one_line = True
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            one_line = False
+        if one_line and any(line.strip() for line in handle):
+            return None  # one object a line: JSONL
+        if not one_line and first.strip() != b"{":
+            return None  # a broken first record of a JSONL file: read_jsonl names its line
+        handle.seek(0)
+        raw = handle.read()
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DataError(f"not valid UTF-8 (byte {exc.start})", str(path)) from exc
+    except json.JSONDecodeError as exc:
+        raise DataError(f"malformed JSON ({exc.msg} at column {exc.colno})", str(path), exc.lineno) from exc
+    return data if isinstance(data, dict) else None
+
+
+def is_title_map(obj: dict[str, Any]) -> bool:
+    """A corpus as one JSON object: every value a text, or a list of sentences (HippoRAG v1 style)."""
+    return bool(obj) and all(isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v))
+                             for v in obj.values())
+
+
+def _object_records(obj: dict[str, Any], path: Path) -> Records:
+    """A file holding one JSON object: a title -> text(s) map, each entry then a passage ``{title,
+    text}`` numbered from 1 in file order; else the object is the file's one record."""
+    from tandem.corpus.formats import detect_record
+
+    if detect_record(obj) != "unknown" or not is_title_map(obj):
+        yield 1, obj  # a one-record file; the format sniffer names what it could not recognise
+        return
+    for i, (title, value) in enumerate(obj.items(), start=1):
+        text = value if isinstance(value, str) else join_sentences(value)
+        yield i, {"title": title, "text": text}
+
+
+# --- Parquet and Hugging Face datasets ----------------------------------------------------------
+
+def _parquet_rows(path: Path, batch_size: int = 1024) -> Records:
+    """Rows of a Parquet file (pyarrow), read in batches; nested columns come back as lists and dicts."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise DataError("reading Parquet needs pyarrow (pip install pyarrow)", str(path)) from exc
+    try:
+        reader = pq.ParquetFile(path)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for an unreadable file
+        raise DataError(f"not a readable Parquet file ({type(exc).__name__}: {exc})", str(path)) from None
+    row = 0
+    for batch in reader.iter_batches(batch_size=batch_size):
+        for rec in batch.to_pylist():
+            row += 1
+            yield row, rec
+
+
+def _rows(dataset: Any) -> Records:
+    """Rows of a ``datasets.Dataset`` as plain dicts, numbered from 1."""
+    for i, rec in enumerate(dataset, start=1):
+        yield i, dict(rec)
+
+
+def _import_datasets(where: str) -> Any:
+    os.environ.setdefault("HF_DATASETS_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "1"))
+    try:
+        import datasets
+    except ImportError as exc:
+        raise DataError("reading a Hugging Face dataset needs the `datasets` package "
+                        "(pip install 'tandem[hf]'); or export it to Parquet or JSONL and give that file", where) from exc
+    return datasets
+
+
+def _pick_split(loaded: Any, split: str | None, where: str) -> Any:
+    """One split of a DatasetDict (the only one when ``split`` is None), or the Dataset itself."""
+    if not hasattr(loaded, "keys"):
+        return loaded
+    names = sorted(loaded.keys())
+    if split is None:
+        if len(names) == 1:
+            return loaded[names[0]]
+        raise DataError(f"the dataset has the splits {names}: name one (hf:NAME/CONFIG/SPLIT)", where)
+    if split not in loaded:
+        raise DataError(f"no split {split!r}; the splits are {names}", where)
+    return loaded[split]
+
+
+def _load_hf_saved(path: Path, split: str | None, where: str) -> Any:
+    datasets = _import_datasets(where)
+    return _pick_split(datasets.load_from_disk(str(path)), split, where)
+
+
+def parse_hf_spec(spec: str) -> tuple[str, str | None, str | None]:
+    """``NAME[/CONFIG][/SPLIT]`` -> (name, config, split). NAME is ``owner/name`` when four parts are
+    given (``owner/name/CONFIG/SPLIT``; ``default`` is the config of a dataset that has one)."""
+    parts = [p for p in spec.split("/") if p]
+    if not parts or len(parts) > 4:
+        raise DataError(f"{HF_PREFIX}{spec}: expected hf:NAME[/CONFIG][/SPLIT] or hf:OWNER/NAME/CONFIG/SPLIT")
+    if len(parts) == 4:
+        return "/".join(parts[:2]), parts[2], parts[3]
+    return parts[0], parts[1] if len(parts) > 1 else None, parts[2] if len(parts) > 2 else None
+
+
+def _load_hf_by_name(spec: str) -> Any:
+    """A dataset by name from the local Hugging Face cache (offline unless HF_DATASETS_OFFLINE=0), or
+    a ``save_to_disk`` folder given as ``hf:PATH[/SPLIT]``."""
+    where = f"{HF_PREFIX}{spec}"
+    local = Path(spec)
+    if is_hf_saved(local):
+        return _load_hf_saved(local, None, where)
+    if is_hf_saved(local.parent):
+        return _load_hf_saved(local.parent, local.name, where)
+    name, config, split = parse_hf_spec(spec)
+    datasets = _import_datasets(where)
+    try:
+        loaded = datasets.load_dataset(name, config, split=split)
+    except ConnectionError as exc:
+        cache = datasets.config.HF_DATASETS_CACHE
+        raise DataError(f"not in the local Hugging Face datasets cache ({cache}) and downloads are off "
+                        f"(HF_DATASETS_OFFLINE / HF_HUB_OFFLINE): load it once where the hub can be reached, "
+                        f"or give a Parquet / JSONL file or a save_to_disk folder ({exc})", where) from None
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        raise DataError(f"cannot load it from the local cache: {exc}".replace("\n", "; "), where) from None
+    return _pick_split(loaded, None, where)

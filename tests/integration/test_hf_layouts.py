@@ -1,0 +1,65 @@
+"""dev500 in the Hugging Face ``hotpot_qa`` layout as Parquet, end to end through the CLI: the same
+questions, pool and gold as the original file, indexed, evaluated and exported as TREC files whose
+recall equals the run's."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from tests.conftest import shared
+
+from tandem.corpus import load_dataset
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("hf_layouts_script", ROOT / "benchmarks" / "hf_layouts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def tandem(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tandem.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=600)
+
+
+def test_dev500_parquet_in_the_hf_layout_end_to_end(tmp_path: Path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    from tandem.io import read_jsonl
+
+    dev500 = shared("hotpotqa/dev500.jsonl")
+    script = _script()
+    parquet = tmp_path / "validation.parquet"
+    pq.write_table(pa.Table.from_pylist([script.to_hf_layout(rec) for _, rec in read_jsonl(dev500)]), parquet)
+    hf, original = load_dataset(parquet), load_dataset(dev500)
+    assert hf.format == "hotpotqa" and script.same(hf, original)
+
+    res = tandem("index", "--dataset", str(parquet), "--kind", "bm25", "--out", str(tmp_path / "idx"))
+    assert res.returncode == 0, res.stderr
+    res = tandem("eval", "retrieval", "--dataset", str(parquet), "--index", str(tmp_path / "idx"), "--limit", "100",
+                 "--out", str(tmp_path / "run"), "--json")
+    assert res.returncode == 0, res.stderr
+    metrics = json.loads(res.stdout)
+    res = tandem("export", "trec", str(tmp_path / "run"), "--out", str(tmp_path / "run.trec"))
+    assert res.returncode == 0, res.stderr
+    ranked: dict[str, list[str]] = {}
+    for line in (tmp_path / "run.trec").read_text().splitlines():
+        qid, _, doc, _rank, _score, _tag = line.split()
+        ranked.setdefault(qid, []).append(doc)
+    gold: dict[str, set[str]] = {}
+    for line in (tmp_path / "run.trec.qrels").read_text().splitlines():
+        qid, _, doc, _ = line.split()
+        gold.setdefault(qid, set()).add(doc)
+    assert len(ranked) == len(gold) == 100
+    for k in (2, 5, 10):
+        recall = sum(len(gold[q] & set(ranked[q][:k])) / len(gold[q]) for q in gold) / len(gold)
+        assert recall == pytest.approx(metrics[f"recall@{k}"])
