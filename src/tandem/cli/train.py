@@ -98,3 +98,49 @@ def train_retriever(
         console.print(f"wrote {out_dir}")
 
 
+
+
+@train_app.command("sft")
+def train_sft(
+    data_dir: Annotated[Path, typer.Argument(help="A `tandem export sft` folder (ROLE.jsonl chat examples).")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Model folder (loads as hf:FOLDER; per-role: FOLDER/ROLE). Re-running continues it.")],
+    llm: Annotated[str, typer.Option(help="Base model: local | hf:PATH.")] = "local",
+    roles: Annotated[str, typer.Option(help="Comma-separated roles to train on.")] = "reasoner,entity_identifier,summarizer,answer",
+    per_role: Annotated[bool, typer.Option("--per-role/--merged", help="One model per role, or one over all roles.")] = False,
+    lora_r: Annotated[int, typer.Option(help="LoRA rank.")] = 16,
+    lora_alpha: Annotated[int, typer.Option(help="LoRA alpha (scale alpha / r).")] = 32,
+    lr: Annotated[float, typer.Option(help="AdamW learning rate.")] = 2e-4,
+    epochs: Annotated[int, typer.Option(help="Passes over the examples.")] = 1,
+    max_steps: Annotated[Optional[int], typer.Option(help="Stop after N optimizer steps (default: all epochs).")] = None,
+    max_minutes: Annotated[float, typer.Option(help="Stop after this long (checkpoint and model are saved; re-run to continue).")] = 30.0,
+    batch_size: Annotated[int, typer.Option(help="Examples per optimizer step.")] = 4,
+    save_every: Annotated[int, typer.Option(help="Checkpoint every N optimizer steps.")] = 10,
+    max_length: Annotated[int, typer.Option(help="Skip examples longer than this many tokens.")] = 4096,
+    seed: Annotated[int, typer.Option()] = 42,
+    llm_opt: Annotated[list[str], typer.Option("--llm-opt", help="Backend option KEY=VALUE (num_threads, dtype, ...).")] = [],  # noqa: B006
+) -> None:
+    """DualRAG-FT: LoRA fine-tuning on the roles' chat examples (loss on the reply only), merged into the base."""
+    from tandem.llm.options import parse_pairs, split_llm_options
+    from tandem.train.sft import SFTSettings
+    from tandem.train.sft import train_sft as run_sft
+
+    settings = SFTSettings.from_dict({
+        "roles": [r.strip() for r in roles.split(",") if r.strip()], "mode": "per-role" if per_role else "merged",
+        "lora_r": lora_r, "lora_alpha": lora_alpha, "lr": lr, "epochs": epochs, "max_steps": max_steps,
+        "max_minutes": max_minutes, "batch_size": batch_size, "save_every": save_every, "max_length": max_length,
+        "seed": seed}, where="tandem train sft")
+    backend_opts, generation = split_llm_options(llm, parse_pairs(llm_opt))
+    if generation:
+        raise typer.BadParameter(f"training takes backend options only, not {sorted(generation)}")
+    with owned_output(out_dir, "sft-model", replacing=False), progress_bar() as bar:
+        log = run_sft(data_dir, llm, out_dir, settings, llm_opts=backend_opts, progress=bar.training)
+    models = log["roles"] if settings.mode == "per-role" else {"+".join(settings.roles): log}
+    for name, entry in models.items():
+        if "skipped" in entry:
+            console.print(f"{name}: skipped ({entry['skipped']})")
+            continue
+        state = ("already finished; nothing to do" if entry.get("already_finished") else
+                 "finished" if entry["finished"] else f"stopped ({entry['stopped_early']}); re-run to continue")
+        console.print(f"{name}: {entry['steps']}/{entry['planned_steps']} steps, {entry['examples']} examples, "
+                      f"{entry['minutes']} min: {state}")
+    console.print(f"wrote {out_dir} (load with --llm hf:{out_dir}{'/ROLE' if per_role else ''})")
