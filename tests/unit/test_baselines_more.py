@@ -10,7 +10,7 @@ import pytest
 
 from tandem.errors import ConfigError
 from tandem.methods import METHODS, NEEDS_INDEX, Search, build_method
-from tandem.methods.genground import ASK, PLAN, parse_ground, parse_plan
+from tandem.methods.genground import ASK, GROUND, PLAN, parse_ground, parse_ground_json, parse_plan
 from tandem.methods.ircot import ANSWER_MARKER
 from tandem.methods.metarag import (
     GENERATE,
@@ -49,6 +49,10 @@ def _plan(sub_question: str = "", answer: str = "", finished: bool = False) -> s
 
 def _gen(answer: str, reason: str = "Marie Curie was born in Warsaw.") -> str:
     return json.dumps({"reason": reason, "answer": answer})
+
+
+def _ground(evidence: str, answer: str = "") -> str:
+    return json.dumps({"evidence": evidence, "answer": answer})
 
 
 def _pseudo(answer: str) -> str:
@@ -94,7 +98,8 @@ def test_genground_stops_grounding_at_the_first_non_empty_batch(search):
         _plan(finished=True),
         "Vistula",
     ])
-    ans = build_method("genground", llm, search, reranker="none", rerank_topk=4, batch=1).answer(QUESTION)
+    ans = build_method("genground", llm, search, reranker="none", rerank_topk=4, batch=1,
+                       ground_format="tags").answer(QUESTION)
     first, second, final = ans.trace.steps
     assert [s.name for s in ans.trace.steps] == ["iteration 1", "iteration 2", "answer"]
     assert first.queries == ["Was Marie Curie born in Warsaw or Paris?"] and len(first.hits) >= 3
@@ -111,7 +116,8 @@ def test_genground_keeps_the_generated_answer_without_evidence_and_respects_the_
     llm = FakeLLM(responses=[_plan("Where was Marie Curie born?", "Warsaw"), "no tags at all", "<ref>Empty</ref>",
                              _plan("Which river flows through Warsaw?", "Vistula"), "<ref> Empty </ref>",
                              "<ref> Empty </ref>", "Vistula"])
-    ans = build_method("genground", llm, search, reranker="none", rerank_topk=2, batch=1, max_iter=2).answer(QUESTION)
+    ans = build_method("genground", llm, search, reranker="none", rerank_topk=2, batch=1, max_iter=2,
+                       ground_format="tags").answer(QUESTION)
     first, second, _ = ans.trace.steps
     assert first.notes["answer"] == "Warsaw" and first.notes["grounded_batch"] is None
     assert first.notes["fallbacks"] == ["ground: no <ref> tag; batch taken as empty"]
@@ -195,7 +201,7 @@ def test_parsers():
 
 def test_genground_must_ask_a_sub_question_before_it_may_finish(search):
     llm = FakeLLM(responses=[_plan(finished=True), _plan("Where was Marie Curie born?", "Warsaw"),
-                             "<ref>Marie Curie was born in Warsaw.</ref><revise>Warsaw</revise>",
+                             _ground("Marie Curie was born in Warsaw.", "Warsaw"),
                              _plan(finished=True), "Vistula"])
     ans = build_method("genground", llm, search, reranker="none", rerank_topk=1, batch=1).answer(QUESTION)
     first, second, _ = ans.trace.steps
@@ -246,3 +252,15 @@ def test_metarag_prompt_only_monitor_and_unusable_judgement_fall_back_visibly(se
     assert all(c.json_schema is None for c in llm.calls)
     assert it.notes["pseudo_answer"] == "Warsaw" and it.notes["fallbacks"] == ["internal_knowledge: no"]
     assert it.notes["internal_knowledge"] is False and it.llm_calls[3].outcome == "fallback"
+
+
+def test_genground_json_grounding_stops_at_evidence_and_records_unusable_replies(search):
+    llm = FakeLLM(responses=[_plan("Where was Marie Curie born?", "Paris"), "no json", "still none",
+                             _ground("Marie Curie was born in Warsaw.", "Warsaw."), _plan(finished=True), "Warsaw"])
+    ans = build_method("genground", llm, search, reranker="none", rerank_topk=4, batch=1).answer(QUESTION)
+    first = ans.trace.steps[0]
+    assert [c.role for c in first.llm_calls] == ["plan", "ground", "ground:repair", "ground"]
+    assert llm.calls[1].json_schema == GROUND.bounded and GROUND.bounded["properties"]["evidence"]["maxLength"] == 200
+    assert first.notes["fallbacks"] == ["ground: batch taken as empty"]
+    assert first.notes["grounded_batch"] == 2 and first.notes["answer"] == "Warsaw" and llm.remaining == 0
+    assert parse_ground_json(_ground("empty.", "x")) == ("", "") and parse_ground_json(_ground("", "")) == ("", "")

@@ -182,7 +182,11 @@ class GenGroundSettings(RerankSettings):
                                   "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order")
     temperature: float = _temperature()
     send_schema: bool = Field(True, description="send the plan role's bounded schema (false = prompt-only)")
-    ground_tokens: int = Field(128, ge=1, description="tokens per grounding reply")
+    ground_format: Literal["json", "tags"] = Field(
+        "json", description="grounding reply: json = {evidence, answer} under a bounded schema (evidence \"Empty\" "
+                            "when no document answers); tags = the authors' <ref>...</ref><revise>...</revise> text")
+    ground_tokens: int = Field(128, ge=1, description="tokens per grounding reply (tags; json replies are bounded by "
+                                                      "their schema)")
     max_tokens: int = Field(32, ge=1, description="final answer tokens")
 
     @model_validator(mode="after")
