@@ -58,6 +58,7 @@ def train_retriever(
     batch_size: Annotated[int, typer.Option()] = 16,
     lr: Annotated[float, typer.Option()] = 2e-5,
     max_minutes: Annotated[float, typer.Option(help="Stop training after this long (the model is saved).")] = 30.0,
+    max_steps: Annotated[Optional[int], typer.Option(help="Stop training after this many steps (the model is saved).")] = None,
     backward_weight: Annotated[float, typer.Option(help="Weight of the document->query term (0 = off).")] = 1.0,
     alpha: Annotated[bool, typer.Option(help="Difficulty weights ln(1+|S|).")] = True,
     learn_temperature: Annotated[bool, typer.Option(help="Learnable temperature (init 0.05).")] = True,
@@ -91,7 +92,7 @@ def train_retriever(
             pool += [d.contents for d in more.passages]
         if unrolled is not None and not any(x.n_sub_source == "unrolled" for x in examples):
             raise typer.BadParameter(f"--unrollings {unrollings}: no training question has an unrolling with sub-questions")
-        config = tr.TrainConfig(base=base, score=score, epochs=epochs, batch_size=batch_size, lr=lr, max_minutes=max_minutes,
+        config = tr.TrainConfig(base=base, score=score, epochs=epochs, batch_size=batch_size, lr=lr, max_minutes=max_minutes, max_steps=max_steps,
                                 backward_weight=backward_weight, alpha=alpha, learn_temperature=learn_temperature,
                                 max_length=max_length)
         evals = out_dir.parent / f"{out_dir.name}.eval"

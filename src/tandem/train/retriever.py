@@ -85,6 +85,7 @@ class TrainConfig:
     backward_weight: float = 1.0  # beta; 0 drops the document -> query term
     max_length: int = 256
     max_minutes: float = 30.0
+    max_steps: int | None = None  # stop after this many optimizer steps (None: the epochs decide)
     seed: int = 0
 
 
@@ -216,6 +217,9 @@ def train_retriever(questions: Sequence[TrainQuestion], pool: Sequence[str], out
                 on_step(step, total, loss.item())
             if time.monotonic() - start > 60 * config.max_minutes:
                 stopped = f"time cap {config.max_minutes} min reached at epoch {epoch + 1}, step {step}"
+                break
+            if config.max_steps is not None and step >= config.max_steps:
+                stopped = f"step cap {config.max_steps} reached at epoch {epoch + 1}"
                 break
         if stopped:
             break
