@@ -16,7 +16,7 @@
 The generate step is a JSON role under a bounded schema; an unusable plan (after the repair round) ends the
 loop and is counted as a fallback. Grounding replies are JSON too by default (``ground_format="json"``,
 evidence "Empty" when no document answers); ``"tags"`` is the authors' ``<ref>``/``<revise>`` text, which
-SmolLM2 never wrote (every batch then reads as empty). In the paper the generate step always produces a sub-question first and
+SmolLM2 did not write in our runs (every batch then reads as empty). In the paper the generate step always produces a sub-question first and
 the loop ends only when the generation is the final answer; so until ``min_iter`` grounded pairs exist the
 plan is asked under ``ASK_SCHEMA``, where ``finished`` can only be false and the sub-question is non-empty
 (a small model under the open schema answers ``finished: true`` before asking anything). A grounding reply without a ``<ref>`` tag counts as empty and is noted.
