@@ -26,28 +26,13 @@ from pathlib import Path
 
 from tandem.eval.retrieval import evaluate_retrieval
 from tandem.index import Index
-from tandem.rerank.base import Reranker
+from tandem.rerank.base import Reranked
 from tandem.rerank.rala import RaLaReranker
 from tandem.retrieve.base import Retriever
 from tandem.types import Hit, Question
 
 LAYER_SETS = {"3": (3,), "0": (0,), "1": (1,), "2": (2,), "4": (4,), "5": (5,), "0,2,4": (0, 2, 4),
               "1,3,5": (1, 3, 5), "0,3": (0, 3), "2,4": (2, 4), "0..5": (0, 1, 2, 3, 4, 5)}
-
-
-class Reranked:
-    """A retriever: first-stage top-n, then a reranker (None = first stage alone)."""
-
-    def __init__(self, first: Retriever, reranker: Reranker | None, n: int) -> None:
-        self.first, self.reranker, self.n = first, reranker, n
-        self.name = first.name + (f"+{reranker.name}" if reranker else "")
-
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        hits = self.first.search(query, self.n if self.reranker else k)
-        return self.reranker.rerank(query, hits, k) if self.reranker else hits[:k]
-
-    def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
-        return [self.search(q, k) for q in queries]
 
 
 def _score(questions: list[Question], retriever: Retriever) -> dict[str, float]:

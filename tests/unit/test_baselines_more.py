@@ -10,9 +10,11 @@ import pytest
 
 from tandem.errors import ConfigError
 from tandem.methods import METHODS, NEEDS_INDEX, Search, build_method
-from tandem.methods.genground import parse_ground, parse_plan
+from tandem.methods.genground import ASK, GROUND, PLAN, parse_ground, parse_ground_json, parse_plan
 from tandem.methods.ircot import ANSWER_MARKER
 from tandem.methods.metarag import (
+    GENERATE,
+    PSEUDO,
     SUGGEST_KNOWLEDGE,
     SUGGEST_REASON,
     SUGGEST_RETRIEVED,
@@ -47,6 +49,14 @@ def _plan(sub_question: str = "", answer: str = "", finished: bool = False) -> s
 
 def _gen(answer: str, reason: str = "Marie Curie was born in Warsaw.") -> str:
     return json.dumps({"reason": reason, "answer": answer})
+
+
+def _ground(evidence: str, answer: str = "") -> str:
+    return json.dumps({"evidence": evidence, "answer": answer})
+
+
+def _pseudo(answer: str) -> str:
+    return json.dumps({"answer": answer})
 
 
 def test_registered_and_need_an_index(search):
@@ -88,7 +98,8 @@ def test_genground_stops_grounding_at_the_first_non_empty_batch(search):
         _plan(finished=True),
         "Vistula",
     ])
-    ans = build_method("genground", llm, search, reranker="none", rerank_topk=4, batch=1).answer(QUESTION)
+    ans = build_method("genground", llm, search, reranker="none", rerank_topk=4, batch=1,
+                       ground_format="tags").answer(QUESTION)
     first, second, final = ans.trace.steps
     assert [s.name for s in ans.trace.steps] == ["iteration 1", "iteration 2", "answer"]
     assert first.queries == ["Was Marie Curie born in Warsaw or Paris?"] and len(first.hits) >= 3
@@ -105,7 +116,8 @@ def test_genground_keeps_the_generated_answer_without_evidence_and_respects_the_
     llm = FakeLLM(responses=[_plan("Where was Marie Curie born?", "Warsaw"), "no tags at all", "<ref>Empty</ref>",
                              _plan("Which river flows through Warsaw?", "Vistula"), "<ref> Empty </ref>",
                              "<ref> Empty </ref>", "Vistula"])
-    ans = build_method("genground", llm, search, reranker="none", rerank_topk=2, batch=1, max_iter=2).answer(QUESTION)
+    ans = build_method("genground", llm, search, reranker="none", rerank_topk=2, batch=1, max_iter=2,
+                       ground_format="tags").answer(QUESTION)
     first, second, _ = ans.trace.steps
     assert first.notes["answer"] == "Warsaw" and first.notes["grounded_batch"] is None
     assert first.notes["fallbacks"] == ["ground: no <ref> tag; batch taken as empty"]
@@ -129,7 +141,7 @@ def _metarag(llm: FakeLLM, search: Search, **settings: object) -> MetaRAG:
 
 
 def test_metarag_accepts_when_the_monitor_agrees(search):
-    llm = FakeLLM(responses=[_gen("Warsaw"), "Warsaw."])
+    llm = FakeLLM(responses=[_gen("Warsaw"), _pseudo("Warsaw.")])
     ans = _metarag(llm, search).answer(QUESTION)
     it = ans.trace.steps[1]
     assert [c.role for c in it.llm_calls] == ["generate", "monitor"]
@@ -139,7 +151,8 @@ def test_metarag_accepts_when_the_monitor_agrees(search):
 
 def test_metarag_critic_rewrites_the_query_when_references_are_insufficient(search):
     long_query = "Vistula river of Poland through its capital city, with every detail spelled out at length"
-    llm = FakeLLM(responses=[_gen("Paris"), "Warsaw", "no", "no", long_query, _gen("Vistula"), "Vistula"])
+    llm = FakeLLM(responses=[_gen("Paris"), _pseudo("Warsaw"), '"no"', '"no"', long_query, _gen("Vistula"),
+                             _pseudo("Vistula")])
     ans = _metarag(llm, search).answer(QUESTION)
     first, second = ans.trace.steps[1:]
     assert [c.role for c in first.llm_calls] == ["generate", "monitor", "internal_knowledge", "sufficiency",
@@ -153,7 +166,7 @@ def test_metarag_critic_rewrites_the_query_when_references_are_insufficient(sear
 
 
 def test_metarag_critic_checks_entailment_when_references_suffice(search):
-    llm = FakeLLM(responses=[_gen("Paris"), "Warsaw", "yes", "Yes.", "no", _gen("Warsaw")])
+    llm = FakeLLM(responses=[_gen("Paris"), _pseudo("Warsaw"), "yes", "Yes.", "no", _gen("Warsaw")])
     ans = _metarag(llm, search, max_iter=2).answer(QUESTION)
     first, second = ans.trace.steps[1:]
     assert [c.role for c in first.llm_calls] == ["generate", "monitor", "internal_knowledge", "sufficiency",
@@ -184,3 +197,70 @@ def test_parsers():
             parse_plan(bad)
     with pytest.raises(Exception, match="yes or no"):
         parse_yes_no("maybe")
+
+
+def test_genground_must_ask_a_sub_question_before_it_may_finish(search):
+    llm = FakeLLM(responses=[_plan(finished=True), _plan("Where was Marie Curie born?", "Warsaw"),
+                             _ground("Marie Curie was born in Warsaw.", "Warsaw"),
+                             _plan(finished=True), "Vistula"])
+    ans = build_method("genground", llm, search, reranker="none", rerank_topk=1, batch=1).answer(QUESTION)
+    first, second, _ = ans.trace.steps
+    # the first plan is asked under ASK_SCHEMA: finished can only be false, the sub-question non-empty
+    schema = llm.calls[0].json_schema
+    assert schema == ASK.bounded and schema["properties"]["finished"]["enum"] == [False]
+    assert "finished\": true" not in llm.calls[0].messages[0].content
+    assert [c.role for c in first.llm_calls] == ["plan", "plan:repair", "ground"]  # finishing at once is refused
+    assert first.queries == ["Where was Marie Curie born?"] and first.notes["may_finish"] is False
+    assert llm.calls[3].json_schema == PLAN.bounded and second.notes == {"may_finish": True, "stop": "finished"}
+    assert ans.text == "Vistula" and llm.remaining == 0
+
+
+def test_genground_min_iter_zero_may_finish_at_once(search):
+    llm = FakeLLM(responses=[_plan(finished=True), "Vistula"])
+    ans = build_method("genground", llm, search, reranker="none", min_iter=0).answer(QUESTION)
+    assert ans.trace.steps[0].notes["stop"] == "finished" and ans.trace.steps[0].queries == []
+    assert llm.calls[0].json_schema == PLAN.bounded
+    with pytest.raises(ConfigError, match="min_iter"):
+        build_method("genground", llm, search, reranker="none", min_iter=3, max_iter=2)
+
+
+def test_structured_roles_keep_their_declared_bounds():
+    # a role's budget covers its schema's worst case, so bounding does not shorten the declared strings
+    assert PLAN.bounded["properties"]["sub_question"]["maxLength"] == 120
+    assert ASK.bounded["properties"]["answer"]["maxLength"] == 80
+    assert GENERATE.bounded["properties"]["answer"]["maxLength"] == 60
+    assert GENERATE.bounded["properties"]["reason"]["maxLength"] == 400
+    assert PSEUDO.bounded["properties"]["answer"]["maxLength"] == 60
+
+
+def test_metarag_judgements_and_pseudo_answer_are_decoded_under_schemas(search):
+    llm = FakeLLM(responses=[_gen("Paris"), _pseudo("Warsaw"), '"yes"', '"maybe"', '"yes"', '"no"', _gen("Warsaw")])
+    ans = _metarag(llm, search, max_iter=2).answer(QUESTION)
+    it = ans.trace.steps[1]
+    assert [c.role for c in it.llm_calls] == ["generate", "monitor", "internal_knowledge", "sufficiency",
+                                              "sufficiency:repair", "entailment"]
+    assert llm.calls[1].json_schema == PSEUDO.bounded and it.notes["pseudo_answer"] == "Warsaw"
+    assert all(llm.calls[i].json_schema == {"type": "string", "enum": ["yes", "no"]} for i in (2, 3, 5))
+    assert it.notes["internal_knowledge"] is True and it.notes["sufficient"] is True and it.notes["entailed"] is False
+    assert it.notes["parse_errors"] == ["sufficiency: expected yes or no, got '\"maybe\"'"]
+
+
+def test_metarag_prompt_only_monitor_and_unusable_judgement_fall_back_visibly(search):
+    llm = FakeLLM(responses=[_gen("Paris"), "Warsaw.", "perhaps", "perhaps", "yes", "yes", _gen("Warsaw")])
+    ans = _metarag(llm, search, max_iter=2, send_schema=False).answer(QUESTION)
+    it = ans.trace.steps[1]
+    assert all(c.json_schema is None for c in llm.calls)
+    assert it.notes["pseudo_answer"] == "Warsaw" and it.notes["fallbacks"] == ["internal_knowledge: no"]
+    assert it.notes["internal_knowledge"] is False and it.llm_calls[3].outcome == "fallback"
+
+
+def test_genground_json_grounding_stops_at_evidence_and_records_unusable_replies(search):
+    llm = FakeLLM(responses=[_plan("Where was Marie Curie born?", "Paris"), "no json", "still none",
+                             _ground("Marie Curie was born in Warsaw.", "Warsaw."), _plan(finished=True), "Warsaw"])
+    ans = build_method("genground", llm, search, reranker="none", rerank_topk=4, batch=1).answer(QUESTION)
+    first = ans.trace.steps[0]
+    assert [c.role for c in first.llm_calls] == ["plan", "ground", "ground:repair", "ground"]
+    assert llm.calls[1].json_schema == GROUND.bounded and GROUND.bounded["properties"]["evidence"]["maxLength"] == 200
+    assert first.notes["fallbacks"] == ["ground: batch taken as empty"]
+    assert first.notes["grounded_batch"] == 2 and first.notes["answer"] == "Warsaw" and llm.remaining == 0
+    assert parse_ground_json(_ground("empty.", "x")) == ("", "") and parse_ground_json(_ground("", "")) == ("", "")

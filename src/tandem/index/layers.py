@@ -61,6 +61,12 @@ def _unit(x: np.ndarray) -> np.ndarray:
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
 
 
+def punctuation_ids(tokenizer: object) -> np.ndarray:
+    """(vocab,) bool: which token ids are one of ``PUNCTUATION`` (scored as zero vectors on the document side)."""
+    vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))  # type: ignore[attr-defined,arg-type]
+    return np.array([t in PUNCTUATION for t in vocab], dtype=bool)
+
+
 class LayerEncoder:
     """Loads the model folder of an encoder with transformers and returns ``LayerFeatures``."""
 
@@ -75,8 +81,7 @@ class LayerEncoder:
         self.max_length = max_length or _st_max_length(path) or 512
         self.layers = int(self.model.config.num_hidden_layers) + 1
         self.dim = int(self.model.config.hidden_size)
-        vocab = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
-        self._punct_ids = np.array([t in PUNCTUATION for t in vocab], dtype=bool)
+        self._punct_ids = punctuation_ids(self.tokenizer)
 
     def encode(self, texts: Sequence[str], *, batch_size: int = 32, all_layer_tokens: bool = False,
                on_progress: OnProgress | None = None) -> LayerFeatures:

@@ -5,9 +5,9 @@
     for i = 1 .. max_iter:
         (reason, answer) <- LLM(docs, question, suggestion)               # JSON {reason, answer}
         if i = max_iter: break
-        monitor: pseudo <- LLM(docs, question)                            # brevity prompt, no reasoning
+        monitor: pseudo <- LLM(docs, question)                            # brevity prompt, JSON {answer}
                  if cos(E(answer), E(pseudo)) > threshold: break          # accepted
-        critic:  internal <- LLM yes/no: can you answer from your own knowledge?
+        critic:  internal <- LLM yes/no: can you answer from your own knowledge?   # each under a yes/no enum
                  sufficient <- LLM yes/no: do the documents suffice?
                  if not sufficient: q' <- LLM rewrite(question)[:64]; docs <- docs ∪ rerank(q', retrieve(q'))
                  else: entailed <- LLM yes/no: does the reason entail the answer?
@@ -19,6 +19,11 @@ documents (the authors use a T5 expert, gaussalgo/T5-LM-Large_Canard-HotpotQA-re
 cosine with the index's encoder or the embedded MiniLM (the authors' MiniLM); the entailment check is an
 LLM yes/no (the authors: t5_xxl_true_nli); the critic's basic-error JSON check is the generator's own
 schema (an unusable reply after the repair round is a counted fallback whose first line is the answer).
+The pseudo-answer and the three yes/no checks are structured roles too (``{"answer"}`` bounded like the
+generator's answer; the string enum ``"yes"|"no"``), decoded under their schemas where the backend can
+(``send_schema``; off: the brevity prompt's text and leniently parsed yes/no text), so
+a small model's sentences neither dodge the judgement nor make every pseudo-answer a paragraph; an
+unusable reply is a counted fallback (the pseudo-answer: its cleaned text; a check: its default).
 """
 
 from __future__ import annotations
@@ -50,7 +55,11 @@ GENERATE_SCHEMA: dict[str, Any] = {
     "properties": {"reason": {"type": "string", "maxLength": 400}, "answer": {"type": "string", "maxLength": 60}},
     "required": ["reason", "answer"],
 }
-GENERATE = Role("generate", GENERATE_SCHEMA, budget=256, prompt_max_tokens=192)
+GENERATE = Role("generate", GENERATE_SCHEMA, budget=1870, prompt_max_tokens=192)  # budget: the schema's worst
+# case (1866), so the bounds stay 400 / 60 characters (at 256 they shrank to 50 / 7)
+PSEUDO_SCHEMA: dict[str, Any] = {
+    "type": "object", "properties": {"answer": {"type": "string", "maxLength": 60}}, "required": ["answer"]}
+PSEUDO = Role("monitor", PSEUDO_SCHEMA, budget=256, prompt_max_tokens=32)
 YES_NO = {"type": "string", "enum": ["yes", "no"]}
 INTERNAL = Role("internal_knowledge", YES_NO, budget=8, prompt_max_tokens=4)
 SUFFICIENT = Role("sufficiency", YES_NO, budget=8, prompt_max_tokens=4)
@@ -86,6 +95,14 @@ def parse_generation(text: str) -> Generation:
     if not answer:
         raise ParseError("empty answer", raw=text)
     return Generation(str(value["reason"]).strip(), answer)
+
+
+def parse_pseudo(text: str) -> str:
+    """The monitor's ``{answer}``; an empty answer is a ParseError."""
+    answer = clean_answer(str(parse_json(text, PSEUDO_SCHEMA)["answer"]))
+    if not answer:
+        raise ParseError("empty answer", raw=text)
+    return answer
 
 
 def parse_yes_no(text: str) -> bool:
@@ -131,7 +148,7 @@ class MetaRAG:
         """One yes/no check; an unusable reply counts as a fallback to ``default``."""
         messages = [Message("system", YES_NO_SYSTEM), Message("user", prompt)]
         verdict, _ = call_structured(self.llm, step, role, messages, parse_yes_no, temperature=self.temperature,
-                                     send_schema=False, fallback="yes" if default else "no")
+                                     send_schema=self.send_schema, fallback="yes" if default else "no")
         return default if verdict is None else verdict
 
     def _similarity(self, a: str, b: str) -> float:
@@ -143,8 +160,14 @@ class MetaRAG:
         return float(va @ vb)
 
     def _accepted(self, step: Step, question: str, docs: list[Document], gen: Generation) -> bool:
-        pseudo = clean_answer(call_llm(self.llm, step, "monitor", brief_answer_messages(question, docs),
-                                       max_tokens=32, temperature=self.temperature))
+        messages = brief_answer_messages(question, docs)
+        if self.send_schema:
+            value, raw = call_structured(self.llm, step, PSEUDO, messages, parse_pseudo, temperature=self.temperature,
+                                         fallback="the reply's cleaned text is the pseudo-answer")
+            pseudo = value or clean_answer(raw)
+        else:  # prompt-only: the brevity prompt's plain reply
+            pseudo = clean_answer(call_llm(self.llm, step, "monitor", messages, max_tokens=PSEUDO.prompt_max_tokens,
+                                           temperature=self.temperature))
         similarity = self._similarity(gen.answer, pseudo)
         step.notes.update(pseudo_answer=pseudo, similarity=round(similarity, 4))
         return similarity > self.threshold

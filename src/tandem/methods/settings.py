@@ -172,6 +172,8 @@ class GenGroundSettings(RerankSettings):
     retrieved documents, batch by batch."""
 
     max_iter: int = Field(5, ge=1, description="sub-questions at most (DualRAG's runs: 5)")
+    min_iter: int = Field(1, ge=0, description="sub-questions asked and grounded before the plan may finish (the "
+                                               "paper's generate step always asks first); 0 = may finish at once")
     topk: int = Field(50, ge=1, description="first-stage hits per sub-question (DualRAG's runs: 50)")
     rerank_topk: int = Field(10, ge=1, description="documents kept after reranking (DualRAG's runs: 10)")
     batch: int = Field(3, ge=1, description="documents per grounding call (the authors: 3)")
@@ -180,8 +182,18 @@ class GenGroundSettings(RerankSettings):
                                   "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order")
     temperature: float = _temperature()
     send_schema: bool = Field(True, description="send the plan role's bounded schema (false = prompt-only)")
-    ground_tokens: int = Field(128, ge=1, description="tokens per grounding reply")
+    ground_format: Literal["json", "tags"] = Field(
+        "json", description="grounding reply: json = {evidence, answer} under a bounded schema (evidence \"Empty\" "
+                            "when no document answers); tags = the authors' <ref>...</ref><revise>...</revise> text")
+    ground_tokens: int = Field(128, ge=1, description="tokens per grounding reply (tags; json replies are bounded by "
+                                                      "their schema)")
     max_tokens: int = Field(32, ge=1, description="final answer tokens")
+
+    @model_validator(mode="after")
+    def _min_within_max(self) -> Self:
+        if self.min_iter > self.max_iter:
+            raise ValueError(f"min_iter ({self.min_iter}) cannot exceed max_iter ({self.max_iter})")
+        return self
 
 
 class MetaRAGSettings(ReadSettings):

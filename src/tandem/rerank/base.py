@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from tandem.types import Hit
 
@@ -31,3 +31,18 @@ def ranked(doc_ids: Sequence[str], scores: Sequence[float], source: str, k: int 
         if k is not None and len(out) >= k:
             break
     return out
+
+
+class Reranked:
+    """A retriever: a first stage's top-``n``, then ``reranker`` (None = the first stage alone)."""
+
+    def __init__(self, first: Any, reranker: Reranker | None, n: int) -> None:
+        self.first, self.reranker, self.n = first, reranker, n
+        self.name = first.name + (f"+{reranker.name}" if reranker else "")
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        hits = self.first.search(query, self.n if self.reranker else k)
+        return self.reranker.rerank(query, hits, k) if self.reranker else hits[:k]
+
+    def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        return [self.search(q, k) for q in queries]

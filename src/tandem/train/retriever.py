@@ -4,16 +4,19 @@ Each training question's query U (the question, or Q ‖ S ‖ R from an unrolli
 its gold passages D+ and, rebuilt every epoch, one hard negative D- drawn from that question's own
 distractors (a random pool passage when it has none). For a batch of b instances::
 
-    s(U, D)  = cos(E(U), E(D)) * exp(log_inv_t)                  learnable inverse temperature (1/0.05)
+    s(U, D)  = score(U, D) * exp(log_inv_t)                       learnable inverse temperature (1/0.05)
     L        = mean_i a_i * CE(s(U_i, [D_1+..D_b+, D_1-..D_b-]), i)       query -> documents, in-batch
              + beta * mean_i CE(s([U_1..U_b], D_i+), i)                   document -> query (authors' code)
     a_i      = ln(1 + |S_i|)                                              |S_i| = number of sub-questions
 
 Other gold passages of the same question (and the same question's other queries in the backward
-term) are masked out of the candidates: they are not negatives. E is the model's own sentence
-embedding (mean pooling for MiniLM), i.e. the first stage the FAISS index uses; the authors train
-the RaLa logit instead (deviation, docs/methods/cooprag.md). The result is saved with
-sentence-transformers' ``save``: pass the folder as ``--encoder`` to ``tandem index``.
+term) are masked out of the candidates: they are not negatives. ``score`` (``TrainConfig.score``,
+``tandem.train.scores``) is ``rala`` (default, the authors' training logit: RaLa's Eq. 4, w * avg
+MaxSim, from the encoder's hidden states) or ``cosine`` (the model's own sentence embedding, the
+dense first stage alone). |S_i| is the unrolling's sub-question count when ``--unrollings`` cover
+the question, else its MuSiQue decomposition's length, else a default; each example records which
+(``n_sub_source``) and the log counts them. The result is saved with sentence-transformers'
+``save``: pass the folder as ``--encoder`` to ``tandem index``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,12 @@ from typing import Any
 from tandem.index.store import DocStore
 from tandem.models import DEFAULT_ENCODER, offline_env, resolve_model
 from tandem.outdir import atomic_dir
+from tandem.rerank.rala import DEFAULT_CLS, DEFAULT_LAYERS
+from tandem.train.scores import make_score
 from tandem.types import Question
+
+# where a training question's |S| came from (TrainQuestion.n_sub_source)
+N_SUB_SOURCES = ("unrolled", "decomposition", "default")
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,7 @@ class TrainQuestion:
     positives: tuple[str, ...]
     negatives: tuple[str, ...]
     n_sub: int
+    n_sub_source: str = "default"  # one of N_SUB_SOURCES
 
 
 @dataclass(frozen=True)
@@ -60,6 +69,10 @@ class TrainConfig:
     """Hyper-parameters (authors' values in methods.md §1.5; CPU-sized defaults here)."""
 
     base: str = DEFAULT_ENCODER
+    score: str = "rala"  # the InfoNCE score: rala (the paper's logit) | cosine (tandem.train.scores)
+    rala_layers: tuple[int, ...] = DEFAULT_LAYERS  # RaLa's premature layers C (the reranker's default)
+    rala_cls: str = DEFAULT_CLS  # RaLa's sentence vector: mean | cls
+    omega: bool = True  # RaLa's gap weight w; False trains avg MaxSim alone
     epochs: int = 2
     batch_size: int = 16
     lr: float = 2e-5
@@ -72,6 +85,7 @@ class TrainConfig:
     backward_weight: float = 1.0  # beta; 0 drops the document -> query term
     max_length: int = 256
     max_minutes: float = 30.0
+    max_steps: int | None = None  # stop after this many optimizer steps (None: the epochs decide)
     seed: int = 0
 
 
@@ -85,7 +99,8 @@ def training_questions(questions: Sequence[Question], store: DocStore, *, unroll
     """Training questions with gold passages in ``store``; distractors are the question's other context
     passages (``metadata['context_ids']``). With ``unrollings`` (id -> ``Unrolled``) the query is U
     (``parts`` of Q ‖ S ‖ R) and |S| its sub-question count; else the question, and |S| the length of
-    its MuSiQue decomposition, else ``default_n_sub`` (also used when an unrolling fell back to no S)."""
+    its MuSiQue decomposition, else ``default_n_sub`` (also used when an unrolling fell back to no S).
+    ``n_sub_source`` says which of the three gave |S|."""
     from tandem.methods.cooprag import render_query
 
     out = []
@@ -96,11 +111,29 @@ def training_questions(questions: Sequence[Question], store: DocStore, *, unroll
         context = [d for d in q.metadata.get("context_ids", []) if d in store and d not in q.gold_doc_ids]
         unrolled = (unrollings or {}).get(q.id)
         query = render_query(q.text, unrolled, parts) if unrolled is not None else q.text
-        n_sub = (len(unrolled.sub_questions) if unrolled is not None else 0) or len(q.metadata.get("decomposition", [])) \
-            or default_n_sub
+        n_sub, source = sub_question_count(q, unrolled, default_n_sub)
         out.append(TrainQuestion(q.id, query, tuple(store.get(d).contents for d in gold),
-                                 tuple(store.get(d).contents for d in context), n_sub))
+                                 tuple(store.get(d).contents for d in context), n_sub, source))
     return out
+
+
+def sub_question_count(question: Question, unrolled: Any | None, default: int) -> tuple[int, str]:
+    """(|S|, source): the unrolling's sub-questions, else the MuSiQue decomposition, else ``default``."""
+    if unrolled is not None and unrolled.sub_questions:
+        return len(unrolled.sub_questions), "unrolled"
+    if question.metadata.get("decomposition"):
+        return len(question.metadata["decomposition"]), "decomposition"
+    return default, "default"
+
+
+def alpha_summary(questions: Sequence[TrainQuestion]) -> dict[str, Any]:
+    """How many questions took |S| from each source, and how many questions have each a = ln(1 + |S|)."""
+    sources = {s: sum(q.n_sub_source == s for q in questions) for s in N_SUB_SOURCES}
+    alphas: dict[str, int] = {}
+    for q in questions:
+        key = f"{difficulty_weight(q.n_sub):.3f}"
+        alphas[key] = alphas.get(key, 0) + 1
+    return {"n_sub_sources": sources, "alpha_counts": dict(sorted(alphas.items()))}
 
 
 def epoch_instances(questions: Sequence[TrainQuestion], pool: Sequence[str], rng: random.Random) -> list[Instance]:
@@ -113,20 +146,27 @@ def epoch_instances(questions: Sequence[TrainQuestion], pool: Sequence[str], rng
 
 def infonce_loss(q: Any, pos: Any, neg: Any, qids: Sequence[str], weights: Any, log_inv_t: Any,
                  backward_weight: float) -> Any:
-    """The weighted InfoNCE above for unit vectors q (b, dim), pos (b, dim), neg (b, dim)."""
+    """The weighted InfoNCE above with the cosine score, for unit vectors q, pos, neg (b, dim)."""
+    return infonce_from_scores(q @ pos.T, q @ neg.T, qids, weights, log_inv_t, backward_weight)
+
+
+def infonce_from_scores(pos_scores: Any, neg_scores: Any, qids: Sequence[str], weights: Any, log_inv_t: Any,
+                        backward_weight: float) -> Any:
+    """The weighted InfoNCE above from unscaled score matrices: ``pos_scores[i, j]`` = score(U_i, D_j+),
+    ``neg_scores[i, j]`` = score(U_i, D_j-), both (b, b). The backward term reads ``pos_scores`` by column."""
     import torch
     import torch.nn.functional as F
 
-    b = q.shape[0]
+    b = pos_scores.shape[0]
     same = torch.tensor([[a == c for c in qids] for a in qids])
     off_diag = same & ~torch.eye(b, dtype=torch.bool)  # other gold passages / queries of the same question
     scale = log_inv_t.exp()
     target = torch.arange(b)
-    q2d = torch.cat([q @ pos.T, q @ neg.T], dim=1) * scale
-    q2d[:, :b] = q2d[:, :b].masked_fill(off_diag, float("-inf"))
+    # mask after scaling: -inf * scale would give the temperature a NaN gradient
+    q2d = torch.cat([(pos_scores * scale).masked_fill(off_diag, float("-inf")), neg_scores * scale], dim=1)
     loss = (weights * F.cross_entropy(q2d, target, reduction="none")).mean()
     if backward_weight:
-        d2q = (pos @ q.T * scale).masked_fill(off_diag, float("-inf"))
+        d2q = (pos_scores.T * scale).masked_fill(off_diag, float("-inf"))
         loss = loss + backward_weight * F.cross_entropy(d2q, target)
     return loss
 
@@ -152,11 +192,9 @@ def train_retriever(questions: Sequence[TrainQuestion], pool: Sequence[str], out
     warm = max(1, int(config.warmup * total))
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
 
-    def embed(texts: Sequence[str]) -> Any:
-        feats = model.preprocess(list(texts))
-        return torch.nn.functional.normalize(model(feats)["sentence_embedding"], dim=-1)
+    score = make_score(config.score, model, layers=config.rala_layers, cls=config.rala_cls, omega=config.omega)
 
-    start, step, losses, stopped = time.monotonic(), 0, [], None
+    start, cpu, step, losses, stopped = time.monotonic(), time.process_time(), 0, [], None
     for epoch in range(config.epochs):
         batches = epoch_instances(questions, pool, rng)
         for i in range(0, len(batches), config.batch_size):
@@ -164,9 +202,10 @@ def train_retriever(questions: Sequence[TrainQuestion], pool: Sequence[str], out
             if len(batch) < 2:
                 continue
             weights = torch.tensor([difficulty_weight(x.n_sub) if config.alpha else 1.0 for x in batch])
-            loss = infonce_loss(embed([x.query for x in batch]), embed([x.positive for x in batch]),
-                                embed([x.negative for x in batch]), [x.qid for x in batch], weights, log_inv_t,
-                                config.backward_weight)
+            queries = score.encode([x.query for x in batch], documents=False)
+            pos = score.matrix(queries, score.encode([x.positive for x in batch], documents=True))
+            neg = score.matrix(queries, score.encode([x.negative for x in batch], documents=True))
+            loss = infonce_from_scores(pos, neg, [x.qid for x in batch], weights, log_inv_t, config.backward_weight)
             optim.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, config.clip)
@@ -179,10 +218,15 @@ def train_retriever(questions: Sequence[TrainQuestion], pool: Sequence[str], out
             if time.monotonic() - start > 60 * config.max_minutes:
                 stopped = f"time cap {config.max_minutes} min reached at epoch {epoch + 1}, step {step}"
                 break
+            if config.max_steps is not None and step >= config.max_steps:
+                stopped = f"step cap {config.max_steps} reached at epoch {epoch + 1}"
+                break
         if stopped:
             break
-    log = {"config": asdict(config), "questions": len(questions), "steps": step, "planned_steps": total,
-           "minutes": round((time.monotonic() - start) / 60, 2), "temperature": round(1 / log_inv_t.exp().item(), 4),
+    log = {"config": asdict(config), "questions": len(questions), **alpha_summary(questions),
+           "steps": step, "planned_steps": total,
+           "minutes": round((time.monotonic() - start) / 60, 2),
+           "cpu_minutes": round((time.process_time() - cpu) / 60, 2), "temperature": round(1 / log_inv_t.exp().item(), 4),
            "loss_first": losses[:5], "loss_last": losses[-5:], "stopped_early": stopped}
     _save(model, Path(out), log)
     return log
@@ -196,21 +240,41 @@ def _save(model: Any, out: Path, log: dict[str, Any]) -> None:
 
 
 def recall_on(questions: Sequence[Question], pool: Sequence[Any], encoder: str, index_dir: str | Path,
-              build: bool = True) -> dict[str, float]:
+              build: bool = True, rala: bool = False, candidates: int = 100) -> dict[str, Any]:
     """R@2 / R@5 (percent) of dense retrieval with ``encoder`` over ``pool``, indexed into ``index_dir``
     (``build=False``: an existing index, checked to be ``encoder``'s over ``pool``). Both sides use
-    sentence-transformers itself (backend ``st``), so before/after differ only by the weights."""
-    from tandem.eval.retrieval import evaluate_retrieval
+    sentence-transformers itself (backend ``st``), so before/after differ only by the weights. ``rala``:
+    also the dense top-``candidates`` reranked by RaLa with the same encoder (its default settings, under
+    ``"rala rrf"``, and the paper's score alone, ``"rala none"``); the index then stores RaLa's features."""
+    from tandem.errors import ConfigError
     from tandem.index import build_index, open_index
     from tandem.index.encoder import load_encoder
+    from tandem.index.layers import rala_extras
+    from tandem.rerank.base import Reranked
+    from tandem.rerank.rala import StoredFeatures, open_rala
     from tandem.retrieve.dense import DenseRetriever
 
     if build:
-        build_index(pool, index_dir, kind="dense", encoder=load_encoder(encoder, backend="st"))
+        build_index(pool, index_dir, kind="dense", encoder=load_encoder(encoder, backend="st"),
+                    extras=[rala_extras(encoder)] if rala else ())
     index = open_index(index_dir, encoder=encoder, corpus=pool, encoder_backend="st")
-    _, metrics = evaluate_retrieval(questions, DenseRetriever(index), (2, 5))
-    return {"R@2": round(100 * metrics["recall@2"], 1), "R@5": round(100 * metrics["recall@5"], 1),
-            "questions": metrics["questions"]}
+    dense = DenseRetriever(index)
+    out: dict[str, Any] = {**_recall(questions, dense), "questions": len(questions)}
+    if rala:
+        if not StoredFeatures.available(index):
+            raise ConfigError(f"index {index_dir} has no RaLa features: build it with --extras rala")
+        reranker = open_rala(index)
+        for fuse in ("rrf", "none"):
+            reranker.fuse = fuse
+            out[f"rala {fuse}"] = _recall(questions, Reranked(dense, reranker, candidates))
+    return out
+
+
+def _recall(questions: Sequence[Question], retriever: Any) -> dict[str, float]:
+    from tandem.eval.retrieval import evaluate_retrieval
+
+    _, metrics = evaluate_retrieval(questions, retriever, (2, 5))
+    return {"R@2": round(100 * metrics["recall@2"], 1), "R@5": round(100 * metrics["recall@5"], 1)}
 
 
 def read_unrollings(path: str | Path) -> dict[str, Any]:
