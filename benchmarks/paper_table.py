@@ -1,6 +1,8 @@
 """Render `tandem report --json` output as the markdown figures table of docs/methods/baselines.md.
 
     python benchmarks/paper_table.py runs/paper/report.json
+
+Rows of unfinished runs (`tandem report --partial`) are marked; their n is the questions they finished.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ def table(rows: list[dict]) -> str:
     lines = [head, "|" + "---|" * (len(COLUMNS) + 1)]
     for row in rows:
         cells = [fmt.format(row[key]) if row.get(key) is not None else "–" for key, _, fmt in COLUMNS]
-        lines.append(f"| `{row.get('method', row['run'])}` | " + " | ".join(cells) + " |")
+        name = f"`{row.get('method') or row['run']}`" + (" (unfinished run)" if row.get("partial") else "")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

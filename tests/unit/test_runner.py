@@ -111,3 +111,21 @@ def test_sigkill_mid_run_then_resume_runs_every_question_once(tmp_path):
     ids = [json.loads(x)["id"] for x in path.read_text().splitlines()]
     assert len(ids) == 40 and len(set(ids)) == 40
     assert json.loads((tmp_path / "metrics.json").read_text())["em"] == 1.0
+
+
+def test_report_partial_summarises_an_unfinished_run_without_touching_it(tmp_path):
+    from tandem.errors import DataError
+    from tandem.eval.report import load_runs
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rec = {"scores": {"em": 1.0, "f1": 1.0}, "gold_doc_recall": None, "llm_calls": 2, "tokens": 10, "seconds": 1.0}
+    body = json.dumps({"id": "a", **rec}) + "\n" + json.dumps({"id": "b", **rec, "scores": {"em": 0.0, "f1": 0.5}}) + "\n"
+    torn = '{"id": "c", "scores": {"em"'
+    (run / "predictions.jsonl").write_text(body + torn, encoding="utf-8")
+    with pytest.raises(DataError, match="--partial"):
+        load_runs([run])
+    (row,) = load_runs([run], partial=True)
+    assert row["partial"] is True and row["questions"] == 2
+    assert row["em"] == 0.5 and row["f1"] == 0.75 and row["llm_calls_per_q"] == 2
+    assert (run / "predictions.jsonl").read_text(encoding="utf-8") == body + torn  # a run still writing is left alone

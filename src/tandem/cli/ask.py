@@ -91,12 +91,13 @@ def report(
     runs: Annotated[list[Path], typer.Argument(help="Run folders to compare.")],
     plot: Annotated[Optional[Path], typer.Option(help="PNG to write (default: report.png in the first run's parent).")] = None,
     metric: Annotated[list[str], typer.Option(help="Metrics to plot.")] = ["em", "f1", "acc"],  # noqa: B006
+    partial: Annotated[bool, typer.Option(help="Also unfinished QA runs, summarised over the questions they finished.")] = False,
     as_json: Annotated[bool, JSON_OPTION] = False,
 ) -> None:
     """One table (and a PNG bar chart) comparing runs."""
     from tandem.eval.report import load_runs, plot_runs, runs_table
 
-    rows = load_runs(runs)
+    rows = load_runs(runs, partial=partial)
     if as_json:
         print_json(rows)
     else:

@@ -9,27 +9,50 @@ from typing import Any
 from rich.table import Table
 
 from tandem.errors import DataError
-from tandem.eval.rundir import CONFIG_FILE, METRICS_FILE
+from tandem.eval.rundir import CONFIG_FILE, METRICS_FILE, PREDICTIONS
 from tandem.io import atomic_path
 
 COLUMNS = ("run", "method", "questions", "em", "f1", "acc", "judge", "recall@5", "gold_doc_recall",
            "llm_calls_per_q", "tokens_per_q", "seconds_per_q", "parse_rate", "fallback_rate")
 
 
-def load_runs(folders: list[Path]) -> list[dict[str, Any]]:
-    """metrics.json (+ method / retriever from config.json) of each run folder."""
+def load_runs(folders: list[Path], *, partial: bool = False) -> list[dict[str, Any]]:
+    """metrics.json (+ method / retriever from config.json) of each run folder. With ``partial`` an
+    unfinished QA run is summarised from the questions it finished, and its row says ``partial: true``."""
     rows = []
     for folder in folders:
         path = folder / METRICS_FILE
-        if not path.exists():
-            raise DataError(f"no {METRICS_FILE}: not a finished run", str(folder))
-        row = {"run": folder.name, **json.loads(path.read_text(encoding="utf-8"))}
+        if path.exists():
+            row = {"run": folder.name, **json.loads(path.read_text(encoding="utf-8"))}
+        elif partial and (folder / PREDICTIONS).exists():
+            from tandem.eval.runner import summarize
+
+            row = {"run": folder.name, "partial": True, **summarize(_finished_records(folder / PREDICTIONS))}
+        else:
+            hint = " (--partial summarises the questions it finished)" if (folder / PREDICTIONS).exists() else ""
+            raise DataError(f"no {METRICS_FILE}: not a finished run{hint}", str(folder))
         config_path = folder / CONFIG_FILE
         if config_path.exists():
             config = json.loads(config_path.read_text(encoding="utf-8"))
             row.setdefault("method", config.get("method") or config.get("retriever"))
         rows.append(row)
     return rows
+
+
+def _finished_records(path: Path) -> list[dict[str, Any]]:
+    """The complete records of a predictions file that may still be written to (read only: a last line
+    without its newline is a record being written and is left out)."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines = lines[:-1]
+    records = {}
+    for line_no, line in enumerate(lines, start=1):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            raise DataError("not a prediction record (malformed JSON)", str(path), line_no) from None
+        records[rec["id"]] = rec
+    return list(records.values())
 
 
 def runs_table(rows: list[dict[str, Any]]) -> Table:
