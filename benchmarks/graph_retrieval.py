@@ -108,14 +108,13 @@ class Cached:
         return self.search_batch([query], k)[0]
 
 
-# the settings search; reverse_weight, entity_weight, graph_score and the first stage are held at what
-# an earlier, wider grid (without question links: 1,152 combinations) chose on the same questions
+# the settings search: the new question-link weights against seed count and fusion weight; damping,
+# seed weighting, reverse_weight, entity_weight, graph_score and the first stage are held at what an
+# earlier, wider grid (without question links: 1,152 combinations) chose on the same questions
 GRID = {
     "first_stage": ["hybrid"],
     "seeds": [3, 5, 8],
-    "damping": [0.3, 0.5, 0.7],
     "fusion_weight": [0.35, 0.5, 0.7],
-    "seed_weighting": ["score", "rank"],
     "link_seeds": [0.0, 0.5, 1.0],
     "link_boost": [0.0, 0.1, 0.2],
 }

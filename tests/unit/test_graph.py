@@ -114,8 +114,8 @@ def test_graph_retriever_ranks_the_bridge_passage_up(tmp_path):
     ranked = [h.doc_id for h in hits]
     assert ranked[0] == "q1" and "bridge" in ranked[:3]
     assert all(h.source == "graph" for h in hits) and [h.rank for h in hits] == [1, 2, 3, 4, 5]
-    # fusion_weight 0 is the first stage again
-    assert [h.doc_id for h in GraphRetriever(idx, FixedFirstStage(), fusion_weight=0.0).search(query, 8)] == first
+    # fusion_weight 0 without the link boost is the first stage again
+    assert [h.doc_id for h in GraphRetriever(idx, FixedFirstStage(), fusion_weight=0.0, link_boost=0.0).search(query, 8)] == first
 
 
 def test_graph_retriever_through_open_retriever_with_bm25_first_stage(tmp_path):

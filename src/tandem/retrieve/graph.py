@@ -44,7 +44,7 @@ from tandem.types import Hit
 SEED_WEIGHTINGS = ("score", "rank")
 GRAPH_SCORES = ("propagated", "ppr")
 DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen on dev500 questions 250-499 (docs/retrieval.md)
-    "seeds": 8,
+    "seeds": 3,
     "damping": 0.5,
     "iterations": 20,
     "seed_weighting": "rank",
@@ -52,8 +52,8 @@ DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen on dev500 questions 250-49
     "reverse_weight": 0.0,
     "entity_weight": 0.0,
     "fusion_weight": 0.5,
-    "link_seeds": 0.0,
-    "link_boost": 0.0,
+    "link_seeds": 1.0,
+    "link_boost": 0.2,
     "depth": 50,
     "two_hop": False,
     "hop_passages": 3,
