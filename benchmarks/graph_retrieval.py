@@ -6,8 +6,10 @@ Two modes, both printing JSON:
     python benchmarks/graph_retrieval.py tune --work indexes/bench-graph > runs/graph-tune.json
     # figures on every set: R@2/5/10, all-gold@5, MRR, nDCG@10, build time, graph size, query p50/p95
     python benchmarks/graph_retrieval.py report --work indexes/bench-graph > runs/graph-report.json
-    # query latency alone (run it on a quiet machine)
+    # query latency alone (run it on a quiet machine; --clock cpu times process CPU time)
     python benchmarks/graph_retrieval.py latency --sets hotpotqa --work indexes/bench-graph
+    # gold-document recall of tandem eval qa runs, over the questions all of them have done
+    python benchmarks/graph_retrieval.py methods --runs runs/m-cooprag-hybrid runs/m-cooprag-graph
 
 ``--work`` holds one hybrid + graph index per set, built once and reused (``--rebuild`` to time the
 builds again). Sets: ``hotpotqa`` (dev500 pool; figures for all 500, for 0-249 (the bridge
@@ -198,9 +200,25 @@ def latency(work: Path, sets: Sequence[str], queries: int, settings: dict[str, A
     return out
 
 
+def methods(runs: Sequence[Path]) -> dict[str, Any]:
+    """Gold-document recall of ``tandem eval qa`` run folders (finished or not): each run's questions
+    done, and the mean recall over the questions every given run has done (a fair comparison)."""
+    from tandem.eval.runner import PREDICTIONS, load_done
+
+    done = {str(run): load_done(run / PREDICTIONS) for run in runs}
+    common = set.intersection(*(set(records) for records in done.values())) if done else set()
+    out: dict[str, Any] = {"common_questions": len(common)}
+    for run, records in done.items():
+        shared = [records[q]["gold_doc_recall"] for q in sorted(common)]
+        out[run] = {"questions": len(records),
+                    "gold_doc_recall_common": round(sum(shared) / len(shared), 3) if shared else None}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=("tune", "report", "latency"))
+    parser.add_argument("mode", choices=("tune", "report", "latency", "methods"))
+    parser.add_argument("--runs", nargs="+", type=Path, default=[], help="methods: tandem eval qa run folders")
     parser.add_argument("--work", type=Path, default=Path("indexes/bench-graph"))
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
     parser.add_argument("--queries", type=int, default=200, help="queries timed for latency")
@@ -217,6 +235,8 @@ def main() -> None:
     variants = {label: json.loads(options) for label, options in args.variant}
     if args.mode == "tune":
         result = tune(args.work, args.rebuild, args.split)
+    elif args.mode == "methods":
+        result = methods(args.runs)
     elif args.mode == "latency":
         result = latency(args.work, args.sets, args.queries, settings, args.clock)
     else:
