@@ -6,8 +6,10 @@ Two modes, both printing JSON:
     python benchmarks/graph_retrieval.py tune --work indexes/bench-graph > runs/graph-tune.json
     # figures on every set: R@2/5/10, all-gold@5, MRR, nDCG@10, build time, graph size, query p50/p95
     python benchmarks/graph_retrieval.py report --work indexes/bench-graph > runs/graph-report.json
-    # query latency alone (run it on a quiet machine)
+    # query latency alone (run it on a quiet machine; --clock cpu times process CPU time)
     python benchmarks/graph_retrieval.py latency --sets hotpotqa --work indexes/bench-graph
+    # gold-document recall of tandem eval qa runs, over the questions all of them have done
+    python benchmarks/graph_retrieval.py methods --runs runs/m-cooprag-hybrid runs/m-cooprag-graph
 
 ``--work`` holds one hybrid + graph index per set, built once and reused (``--rebuild`` to time the
 builds again). Sets: ``hotpotqa`` (dev500 pool; figures for all 500, for 0-249 (the bridge
@@ -108,15 +110,15 @@ class Cached:
         return self.search_batch([query], k)[0]
 
 
+# the settings search: the new question-link weights against seed count and fusion weight; damping,
+# seed weighting, reverse_weight, entity_weight, graph_score and the first stage are held at what an
+# earlier, wider grid (without question links: 1,152 combinations) chose on the same questions
 GRID = {
-    "graph_score": ["propagated", "ppr"],
-    "first_stage": ["hybrid", "dense"],
+    "first_stage": ["hybrid"],
     "seeds": [3, 5, 8],
-    "damping": [0.3, 0.5, 0.7],
-    "fusion_weight": [0.2, 0.35, 0.5, 0.7],
-    "reverse_weight": [0.0, 1.0],
-    "entity_weight": [0.0, 0.5],
-    "seed_weighting": ["score", "rank"],
+    "fusion_weight": [0.35, 0.5, 0.7],
+    "link_seeds": [0.0, 0.5, 1.0],
+    "link_boost": [0.0, 0.1, 0.2],
 }
 
 
@@ -180,25 +182,43 @@ def report(work: Path, rebuild: bool, sets: Sequence[str], queries: int, setting
     return out
 
 
-def latency(work: Path, sets: Sequence[str], queries: int, settings: dict[str, Any]) -> dict[str, Any]:
-    """Single-query p50/p95 only (no recall), for a run on a quiet machine."""
-    out: dict[str, Any] = {}
+def latency(work: Path, sets: Sequence[str], queries: int, settings: dict[str, Any], clock: str = "wall") -> dict[str, Any]:
+    """Single-query p50/p95 only (no recall), for a run on a quiet machine; ``clock="cpu"`` times the
+    process's CPU time instead of wall time (what a loaded, shared machine distorts least)."""
+    timer = time.process_time if clock == "cpu" else time.perf_counter
+    out: dict[str, Any] = {"clock": clock}
     for name in sets:
         idx, _ = ensure_index(name, work, False)
         timed = [q.text for q in load_set(name)[0][:queries]]
-        entry: dict[str, Any] = {kind: latency_ms(open_retriever(idx, kind, **(settings if kind == "graph" else {})), timed)
-                                 for kind in ("bm25", "dense", "hybrid", "graph")}
+        entry: dict[str, Any] = {kind: latency_ms(open_retriever(idx, kind, **(settings if kind == "graph" else {})), timed,
+                                             clock=timer) for kind in ("bm25", "dense", "hybrid", "graph")}
         first = Cached(open_retriever(idx, idx.kind))
         first.search_batch(timed, int({**DEFAULT_GRAPH_RETRIEVAL, **settings}["depth"]))
-        entry["graph_stage"] = latency_ms(GraphRetriever(idx, first, **settings), timed)
+        entry["graph_stage"] = latency_ms(GraphRetriever(idx, first, **settings), timed, clock=timer)
         entry["load_average"] = [round(x, 2) for x in os.getloadavg()]
         out[name] = entry
     return out
 
 
+def methods(runs: Sequence[Path]) -> dict[str, Any]:
+    """Gold-document recall of ``tandem eval qa`` run folders (finished or not): each run's questions
+    done, and the mean recall over the questions every given run has done (a fair comparison)."""
+    from tandem.eval.runner import PREDICTIONS, load_done
+
+    done = {str(run): load_done(run / PREDICTIONS) for run in runs}
+    common = set.intersection(*(set(records) for records in done.values())) if done else set()
+    out: dict[str, Any] = {"common_questions": len(common)}
+    for run, records in done.items():
+        shared = [records[q]["gold_doc_recall"] for q in sorted(common)]
+        out[run] = {"questions": len(records),
+                    "gold_doc_recall_common": round(sum(shared) / len(shared), 3) if shared else None}
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=("tune", "report", "latency"))
+    parser.add_argument("mode", choices=("tune", "report", "latency", "methods"))
+    parser.add_argument("--runs", nargs="+", type=Path, default=[], help="methods: tandem eval qa run folders")
     parser.add_argument("--work", type=Path, default=Path("indexes/bench-graph"))
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
     parser.add_argument("--queries", type=int, default=200, help="queries timed for latency")
@@ -207,6 +227,7 @@ def main() -> None:
     parser.add_argument("--variant", nargs=2, action="append", default=[], metavar=("LABEL", "JSON"),
                         help="report: also a graph retriever with these settings (a JSON object)")
     parser.add_argument("--split", choices=list(SPLITS), default="upper", help="tune: which dev500 questions tune")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="latency: wall time or process CPU time")
     args = parser.parse_args()
     offline_env()
     settings = {k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v
@@ -214,8 +235,10 @@ def main() -> None:
     variants = {label: json.loads(options) for label, options in args.variant}
     if args.mode == "tune":
         result = tune(args.work, args.rebuild, args.split)
+    elif args.mode == "methods":
+        result = methods(args.runs)
     elif args.mode == "latency":
-        result = latency(args.work, args.sets, args.queries, settings)
+        result = latency(args.work, args.sets, args.queries, settings, args.clock)
     else:
         result = report(args.work, args.rebuild, args.sets, args.queries, settings, variants)
     print(json.dumps(result, indent=2))

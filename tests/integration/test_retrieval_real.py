@@ -12,7 +12,7 @@ from tandem.index.graph import GraphExtra
 from tandem.retrieve import open_retriever
 
 pytestmark = pytest.mark.integration
-GRAPH_FLOOR = 0.86  # measured 0.870 with the default settings (docs/retrieval.md)
+GRAPH_FLOOR = 0.90  # measured 0.912 with the default settings (docs/retrieval.md)
 
 
 @pytest.fixture(scope="module")
@@ -34,13 +34,14 @@ def test_dev500_pool_recall_at_5(dev500, kind, floor):
 
 def test_dev500_pool_graph_retriever(dev500):
     """Personalized PageRank over the passage graph, settings from docs/retrieval.md: the floor on all 500
-    questions, and it must beat hybrid on the bridge questions (0-249) without losing on comparisons."""
+    questions, and it must beat hybrid on the bridge questions (0-249, by following mentions) and on the
+    comparison questions (250-499, by the passages the question names)."""
     ds, idx = dev500
     _, graph = evaluate_retrieval(ds.questions, open_retriever(idx, "graph"), (2, 5, 10))
     assert graph["recall@5"] >= GRAPH_FLOOR, graph
     bridge, comparison = ds.questions[:250], ds.questions[250:]
     hybrid = open_retriever(idx, "hybrid")
-    for part, margin in ((bridge, 0.02), (comparison, -0.01)):
+    for part, margin in ((bridge, 0.05), (comparison, 0.03)):
         _, g = evaluate_retrieval(part, open_retriever(idx, "graph"), (5,))
         _, h = evaluate_retrieval(part, hybrid, (5,))
         assert g["recall@5"] >= h["recall@5"] + margin, (g, h)

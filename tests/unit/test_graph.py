@@ -11,6 +11,7 @@ from tandem.index import add_extras, build_index, open_index
 from tandem.index.graph import (
     GRAPH_ARRAYS,
     GraphExtra,
+    TitleLinker,
     build_graph,
     extract_entities,
     load_graph,
@@ -113,8 +114,8 @@ def test_graph_retriever_ranks_the_bridge_passage_up(tmp_path):
     ranked = [h.doc_id for h in hits]
     assert ranked[0] == "q1" and "bridge" in ranked[:3]
     assert all(h.source == "graph" for h in hits) and [h.rank for h in hits] == [1, 2, 3, 4, 5]
-    # fusion_weight 0 is the first stage again
-    assert [h.doc_id for h in GraphRetriever(idx, FixedFirstStage(), fusion_weight=0.0).search(query, 8)] == first
+    # fusion_weight 0 without the link boost is the first stage again
+    assert [h.doc_id for h in GraphRetriever(idx, FixedFirstStage(), fusion_weight=0.0, link_boost=0.0).search(query, 8)] == first
 
 
 def test_graph_retriever_through_open_retriever_with_bm25_first_stage(tmp_path):
@@ -186,3 +187,46 @@ def test_every_method_can_search_through_the_graph(tmp_path):
     assert method.search.retriever.name == "graph"
     answer = method.answer(Question("q", "Where was the director of Example Film born?"))
     assert answer.trace.steps[0].hits and all(h.source == "graph" for h in answer.trace.steps[0].hits)
+
+
+def test_title_linker_finds_the_passages_a_question_names():
+    titles = ["Scott Derrickson", "Ed Wood", "Ed Wood (film)", "Edward Woodward", "Doctor Strange (2016 film)", "UK"]
+    linker = TitleLinker(titles)
+    assert linker.rows("Were Scott Derrickson and Ed Wood of the same nationality?") == [0, 1, 2]
+    assert linker.rows("Who directed Doctor Strange?") == [4]  # the disambiguation suffix is stripped
+    assert linker.rows("Is Edward Wood British?") == []  # whole aliases at word boundaries only
+    assert linker.rows("Which UK city?") == []  # shorter than min_alias_chars
+    assert TitleLinker([]).rows("anything") == []
+
+
+COMPARISON_DOCS = [
+    Document("derrickson", "Scott Derrickson", "Scott Derrickson is an American director."),
+    *[Document(f"d{i}", f"Horror film {i}", f"Horror film {i} has a director of the same nationality.") for i in range(5)],
+    Document("wood", "Ed Wood", "Edward Davis Wood Jr. was an American filmmaker."),
+]
+
+
+class ComparisonFirstStage(FixedFirstStage):
+    """Ranks the first named passage on top, the second behind five distractors."""
+
+    def search_batch(self, queries, k=10):
+        order = ["derrickson", *[f"d{i}" for i in range(5)], "wood"]
+        return [[Hit(d, 1.0 / r, r, self.name) for r, d in enumerate(order[:k], 1)] for _ in queries]
+
+
+@pytest.mark.parametrize("links", [{"link_boost": 0.5}, {"link_seeds": 3.0}])
+def test_passages_the_question_names_are_seeded_and_boosted(tmp_path, links):
+    build_index(COMPARISON_DOCS, tmp_path / "idx", kind="bm25", extras=[GraphExtra(max_df=1.0)])
+    idx = open_index(tmp_path / "idx")
+    query = "Were Scott Derrickson and Ed Wood of the same nationality?"
+    plain = GraphRetriever(idx, ComparisonFirstStage(), seeds=2, link_seeds=0.0, link_boost=0.0).search(query, 7)
+    assert [h.doc_id for h in plain].index("wood") >= 5
+    settings = {"seeds": 2, "link_seeds": 0.0, "link_boost": 0.0, **links}
+    linked = GraphRetriever(idx, ComparisonFirstStage(), **settings).search(query, 7)
+    assert {h.doc_id for h in linked[:2]} == {"derrickson", "wood"}
+    # a question that names nothing is ranked as without links
+    other = "Which director shares a nationality?"
+    same = GraphRetriever(idx, ComparisonFirstStage(), **settings).search(other, 7)
+    assert [h.doc_id for h in same] == [h.doc_id for h in plain]
+    with pytest.raises(ConfigError, match="link_seeds and link_boost must be >= 0"):
+        GraphRetriever(idx, ComparisonFirstStage(), link_boost=-0.1)

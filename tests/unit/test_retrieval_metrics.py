@@ -50,3 +50,19 @@ def test_rrf_and_weighted_fusion():
     assert max(rrf, key=rrf.get) == "b"
     w = weighted_scores([run1, run2], [0.3, 0.7])
     assert w == pytest.approx({"a": 0.3, "b": 0.7, "c": 0.0})
+
+
+def test_latency_ms_uses_the_given_clock_for_p50_and_p95():
+    from tandem.eval.retrieval import latency_ms
+
+    now = [0.0]
+
+    class Stepping:
+        """A search that takes (in clock seconds) as many milliseconds as the query's number."""
+
+        def search(self, query, k=10):
+            now[0] += int(query) / 1000
+            return []
+
+    times = latency_ms(Stepping(), [str(i) for i in range(1, 21)], clock=lambda: now[0])
+    assert times == {"p50_ms": 10.5, "p95_ms": 19.0}

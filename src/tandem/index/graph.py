@@ -113,20 +113,50 @@ class GraphEdges:
         return int((self.type == EDGE_TYPES[kind]).sum())
 
 
-def mention_edges(titles: Sequence[str], texts: Sequence[str], *, min_alias_chars: int, max_df: float) -> np.ndarray:
-    """(E, 2) int32 pairs (i, j): passage i's text contains an alias of passage j's title (i != j)."""
-    import ahocorasick
-
+def alias_owners(titles: Sequence[str], min_alias_chars: int) -> dict[str, list[int]]:
+    """Every normalised alias of the titles (:func:`title_aliases`) -> the rows whose title yields it."""
     owners: dict[str, list[int]] = {}
     for row, title in enumerate(titles):
         for alias in title_aliases(title, min_alias_chars):
             owners.setdefault(alias, []).append(row)
-    if not owners:
-        return np.zeros((0, 2), dtype=np.int32)
+    return owners
+
+
+def alias_automaton(aliases: Sequence[str] | dict[str, Any]) -> Any:
+    """An Aho-Corasick automaton (pyahocorasick) whose matches return the alias itself."""
+    import ahocorasick
+
     automaton = ahocorasick.Automaton()
-    for alias in owners:
+    for alias in aliases:
         automaton.add_word(alias, alias)
     automaton.make_automaton()
+    return automaton
+
+
+class TitleLinker:
+    """Links a text (a question) to the passages whose title it names, with the graph's own aliases.
+
+    HippoRAG seeds its PageRank with the graph nodes of the entities the query names; here the nodes
+    are passages, and a question names a passage when it contains an alias of its title ("Were Scott
+    Derrickson and Ed Wood of the same nationality?" -> the passages "Scott Derrickson" and "Ed Wood")."""
+
+    def __init__(self, titles: Sequence[str], min_alias_chars: int = DEFAULT_GRAPH["min_alias_chars"]) -> None:
+        self.owners = alias_owners(titles, min_alias_chars)
+        self.automaton = alias_automaton(self.owners) if self.owners else None
+
+    def rows(self, text: str) -> list[int]:
+        """Rows of the passages whose title ``text`` names, ascending."""
+        if self.automaton is None:
+            return []
+        return sorted({row for _, alias in self.automaton.iter(normalise(text)) for row in self.owners[alias]})
+
+
+def mention_edges(titles: Sequence[str], texts: Sequence[str], *, min_alias_chars: int, max_df: float) -> np.ndarray:
+    """(E, 2) int32 pairs (i, j): passage i's text contains an alias of passage j's title (i != j)."""
+    owners = alias_owners(titles, min_alias_chars)
+    if not owners:
+        return np.zeros((0, 2), dtype=np.int32)
+    automaton = alias_automaton(owners)
     found: dict[str, set[int]] = {}  # alias -> rows whose text contains it
     for row, text in enumerate(texts):
         for _, alias in automaton.iter(normalise(text)):

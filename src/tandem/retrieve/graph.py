@@ -10,6 +10,9 @@ passage graph of :mod:`tandem.index.graph` (no LLM-extracted triples):
    (MDR-style, encoded with the index's encoder) whose dense ranking is fused in by RRF;
 2. the top ``seeds`` passages become the reset distribution s, s_i proportional to the first-stage
    score min-max normalised over the ranked list (``seed_weighting="score"``) or to 1 / rank;
+   the passages the question names (:class:`~tandem.index.graph.TitleLinker`: the question contains
+   an alias of their title; HippoRAG's query-entity -> node linking) add ``link_seeds`` to s, shared
+   equally (s sums to 1 + ``link_seeds`` before it is normalised);
 3. personalized PageRank over the transition matrix P (rows of A normalised to sum 1,
    A = mention edges + ``reverse_weight`` * reversed mention edges + ``entity_weight`` * entity edges),
    ``iterations`` steps of  x <- (1 - d) s + d P^T x  from x = s, with d = ``damping``; the mass that
@@ -17,7 +20,8 @@ passage graph of :mod:`tandem.index.graph` (no LLM-extracted triples):
 4. the graph score g is x itself with ``graph_score="ppr"`` (the default; HippoRAG ranks by it), or,
    with ``"propagated"``, only the mass that reached each passage over edges, x - (1 - d) s (how
    strongly a passage is connected to the seeds, their own relevance being in the first-stage term);
-5. the final score fuses both: (1 - ``fusion_weight``) * first / max(first) + ``fusion_weight`` * g / max(g).
+5. the final score fuses both: (1 - ``fusion_weight``) * first / max(first) + ``fusion_weight`` * g / max(g),
+   plus ``link_boost`` for each passage the question names.
 
 Defaults were chosen on HotpotQA dev500 questions 250-499 only (docs/retrieval.md).
 """
@@ -32,7 +36,7 @@ from scipy import sparse
 
 from tandem.errors import ConfigError
 from tandem.index.build import Index
-from tandem.index.graph import EXTRA_PREFIX, GRAPH_ARRAYS, load_graph
+from tandem.index.graph import DEFAULT_GRAPH, EXTRA_PREFIX, GRAPH_ARRAYS, TitleLinker, load_graph
 from tandem.retrieve.base import Retriever
 from tandem.retrieve.hybrid import rrf_scores
 from tandem.types import Hit
@@ -40,7 +44,7 @@ from tandem.types import Hit
 SEED_WEIGHTINGS = ("score", "rank")
 GRAPH_SCORES = ("propagated", "ppr")
 DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen on dev500 questions 250-499 (docs/retrieval.md)
-    "seeds": 8,
+    "seeds": 3,
     "damping": 0.5,
     "iterations": 20,
     "seed_weighting": "rank",
@@ -48,6 +52,8 @@ DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen on dev500 questions 250-49
     "reverse_weight": 0.0,
     "entity_weight": 0.0,
     "fusion_weight": 0.5,
+    "link_seeds": 1.0,
+    "link_boost": 0.2,
     "depth": 50,
     "two_hop": False,
     "hop_passages": 3,
@@ -100,6 +106,8 @@ class GraphRetriever:
             raise ConfigError(f"damping must be in [0, 1), got {s['damping']}")
         if not 0.0 <= float(s["fusion_weight"]) <= 1.0:
             raise ConfigError(f"fusion_weight must be in [0, 1], got {s['fusion_weight']}")
+        if float(s["link_seeds"]) < 0 or float(s["link_boost"]) < 0:
+            raise ConfigError(f"link_seeds and link_boost must be >= 0, got {s['link_seeds']}, {s['link_boost']}")
         if int(s["seeds"]) < 1 or int(s["iterations"]) < 0 or int(s["depth"]) < int(s["seeds"]):
             raise ConfigError(f"need seeds >= 1, iterations >= 0 and depth >= seeds, got {s}")
         if s["two_hop"] and dense is None:
@@ -113,6 +121,8 @@ class GraphRetriever:
         p = transition_matrix(load_graph(arrays, len(self.doc_ids)), float(s["reverse_weight"]), float(s["entity_weight"]))
         self.p_t = p.T.tocsr()
         self.dangling = np.asarray(p.sum(axis=1)).ravel() == 0
+        min_chars = index.manifest.params.get(EXTRA_PREFIX, {}).get("min_alias_chars", DEFAULT_GRAPH["min_alias_chars"])
+        self.linker = TitleLinker([d.title for d in index.store.docs], int(min_chars))
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         return self.search_batch([query], k)[0]
@@ -127,6 +137,9 @@ class GraphRetriever:
         n, batch = len(self.doc_ids), len(queries)
         first = np.zeros((n, batch), dtype=np.float32)
         seeds = np.zeros((n, batch), dtype=np.float32)
+        linked = np.zeros((n, batch), dtype=np.float32)
+        for col, query in enumerate(queries):
+            linked[self.linker.rows(query), col] = 1.0
         for col, hits in enumerate(firsts):
             if not hits:
                 continue
@@ -138,13 +151,16 @@ class GraphRetriever:
             top = min(int(s["seeds"]), len(hits))
             weight = norm[:top] if s["seed_weighting"] == "score" else 1.0 / np.arange(1, top + 1, dtype=np.float32)
             seeds[rows[:top], col] = weight / weight.sum()
+        if s["link_seeds"]:
+            seeds += float(s["link_seeds"]) * linked / np.maximum(linked.sum(axis=0, keepdims=True), 1.0)
+            seeds /= np.maximum(seeds.sum(axis=0, keepdims=True), 1e-12)
         damping = float(s["damping"])
         graph = personalized_pagerank(self.p_t, seeds, self.dangling, damping, int(s["iterations"]))
         if s["graph_score"] == "propagated":
             graph = np.maximum(graph - (1.0 - damping) * seeds, 0.0)
         lam = float(s["fusion_weight"])
         fused = (1.0 - lam) * first / np.maximum(first.max(axis=0, keepdims=True), 1e-12) \
-            + lam * graph / np.maximum(graph.max(axis=0, keepdims=True), 1e-12)
+            + lam * graph / np.maximum(graph.max(axis=0, keepdims=True), 1e-12) + float(s["link_boost"]) * linked
         return [self._top(fused[:, col], k) for col in range(batch)]
 
     def _top(self, scores: np.ndarray, k: int) -> list[Hit]:
