@@ -151,3 +151,12 @@ def test_paper_preset_sets_the_controlled_comparison_under_explicit_settings(tmp
         from tandem.methods.presets import preset
 
         preset("papr", "ircot")
+
+
+def test_a_graph_run_records_its_retriever_settings_resolved():
+    from tandem.cli.common import run_config
+    from tandem.retrieve.graph import DEFAULT_GRAPH_RETRIEVAL
+
+    cfg = run_config(None, method="naive_rag", retriever="graph", retriever_opt=["seeds=5"])
+    assert cfg.retriever.settings == {**DEFAULT_GRAPH_RETRIEVAL, "seeds": 5}
+    assert run_config(None, method="naive_rag", retriever="hybrid").retriever.settings == {}
