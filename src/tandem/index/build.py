@@ -1,7 +1,8 @@
 """Build and open index folders.
 
 An index folder holds ``manifest.json`` (written last), ``docs.jsonl`` and, by kind, a bm25s
-index (``bm25/``), a FAISS index (``dense.faiss``) and extra per-document arrays (``extras/*.npy``,
+index (``bm25/``), a dense vector store (``dense.faiss`` and, by store kind, ``dense.vectors``,
+``dense.ivfdata`` or ``qdrant/``) and extra per-document arrays (``extras/*.npy``,
 e.g. CoopRAG's per-layer [CLS] vectors). A build writes into a hidden sibling folder and renames
 it into place when complete (:func:`tandem.outdir.atomic_dir`), so a killed build never leaves a
 folder that loads, and a folder holding anything tandem did not write is never replaced.
@@ -19,10 +20,10 @@ import numpy as np
 
 from tandem.errors import ConfigError, IndexError_
 from tandem.index.bm25 import DEFAULT_BM25, build_bm25, load_bm25
-from tandem.index.dense import DEFAULT_DENSE, build_faiss, load_faiss, save_faiss
 from tandem.index.encoder import Encoder, load_encoder
 from tandem.index.manifest import MANIFEST, Manifest, corpus_hash
 from tandem.index.store import DocStore
+from tandem.index.vectors import DEFAULT_DENSE, VectorStore, build_store, open_store
 from tandem.models import DEFAULT_ENCODER, canonical_name
 from tandem.outdir import MARKER, atomic_dir, recover_swap
 from tandem.types import Document, OnProgress
@@ -71,8 +72,7 @@ def build_index(
         if "dense" in components and enc is not None:
             params = {**DEFAULT_DENSE, **(dense_params or {})}
             vectors = enc.encode([d.contents for d in store.docs], batch_size=batch_size, on_progress=on_progress)
-            save_faiss(build_faiss(vectors, params), tmp)
-            manifest.params["dense"] = params
+            manifest.params["dense"] = build_store(vectors, params, tmp).params
         _run_extras(extras, store, enc, tmp, manifest)
         manifest.save(tmp)
     return manifest
@@ -166,12 +166,13 @@ class Index:
     @cached_property
     def bm25(self) -> Any:
         self._need("bm25")
-        return load_bm25(self.folder)
+        return load_bm25(self.folder, mmap=True)
 
     @cached_property
-    def faiss(self) -> Any:
+    def faiss(self) -> VectorStore:
+        """The dense vector store (FAISS or Qdrant, see ``tandem.index.vectors``)."""
         self._need("dense")
-        return load_faiss(self.folder, self.manifest.params["dense"])
+        return open_store(self.folder, self.manifest.params["dense"])
 
     @cached_property
     def encoder(self) -> Encoder:
