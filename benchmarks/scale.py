@@ -5,7 +5,7 @@ time would dominate and is measured by ``encoder_speed.py``). They are generated
 50,000 rows from a seed (any chunk can be re-made alone), fed to the store in batches and never
 held all at once, so a 5M x 384 run needs no 7.7 GB array.
 
-The data has cluster structure, like real sentence embeddings: ``clusters`` random centres, each
+The data has cluster structure, like real sentence embeddings: N / 100 random centres, each
 point its centre plus a displacement in a shared ``latent``-dimensional subspace plus small
 isotropic noise, L2-normalised. Uniformly random high-dimensional vectors would make ANN recall
 meaningless (every point is about equally far from every other); queries are drawn the same way
@@ -43,6 +43,7 @@ from tandem.io import atomic_path, write_json_atomic
 DIM = 384
 CHUNK = 50_000
 K = 10
+PER_CLUSTER = 100  # clusters = N / 100: every N has the same neighbourhood structure
 # The documented settings: nlist 256 for every N, trained on 20,000 vectors (>= 39 a list); PQ with
 # 48 bytes a vector (8 dimensions a sub-quantiser); rerank: the nprobe lists give rerank * k
 # candidates, re-scored exactly from the memory-mapped float rows.
@@ -124,7 +125,8 @@ def folder_bytes(folder: Path) -> int:
 
 def run_one(store_name: str, n: int, work: Path, n_queries: int, truth_file: Path, total_queries: int) -> dict[str, Any]:
     """One configuration, in this (fresh) process: the first ``n_queries`` of the ``total_queries``."""
-    data = Synthetic(cache=work)
+    data = Synthetic(clusters=n // PER_CLUSTER, cache=work)
+    baseline_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # imports (tandem loads torch)
     folder = work / f"{store_name}-{n}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -160,6 +162,7 @@ def run_one(store_name: str, n: int, work: Path, n_queries: int, truth_file: Pat
         "store": store_name, "n": n, "dim": DIM, "params": {k: v for k, v in resolved.items() if v is not None},
         "build_s": round(build_s, 2), "train_s": round(train_s, 2),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "baseline_rss_mib": round(baseline_rss, 1),
         "disk_mib": round(folder_bytes(folder) / 2**20, 1),
         "queries": len(queries), "query_p50_ms": round(float(np.percentile(latencies, 50)) * 1e3, 3),
         "query_p95_ms": round(float(np.percentile(latencies, 95)) * 1e3, 3), "recall_at_10": round(recall, 4),
@@ -171,7 +174,7 @@ def ground_truth(n: int, work: Path, n_queries: int) -> Path:
     path = work / f"exact-{n}-{n_queries}.npy"
     if not path.exists():
         start = time.perf_counter()
-        data = Synthetic(cache=work)
+        data = Synthetic(clusters=n // PER_CLUSTER, cache=work)
         np.save(path, exact_top_k(data, n, data.queries(n_queries)))
         log(f"exact top-{K} for N={n:,}: {time.perf_counter() - start:.0f}s")
     return path

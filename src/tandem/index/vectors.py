@@ -19,6 +19,7 @@ by :func:`open_store` with the parameters the manifest recorded.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import math
 import os
@@ -355,6 +356,13 @@ def _qdrant_client(location: str, folder: Path | None, timeout: int) -> Any:
     if path not in _LOCAL_CLIENTS:
         _LOCAL_CLIENTS[path] = QdrantClient(path=path)
     return _LOCAL_CLIENTS[path]
+
+
+@atexit.register
+def _close_all_local() -> None:
+    """Close embedded stores before interpreter shutdown (their finalizers fail once imports are gone)."""
+    for client in list(_LOCAL_CLIENTS.values()):
+        _close_local(client)
 
 
 def _close_local(client: Any) -> None:
