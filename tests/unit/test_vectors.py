@@ -80,10 +80,13 @@ def test_ivfpq_with_rerank_recalls_what_flat_finds(tmp_path, data):
     assert reranked.params["nlist"] == 16 and reranked.params["pq_m"] == 8
 
 
-def test_qdrant_embedded_gives_the_same_top_k_as_flat(tmp_path, data):
+def test_qdrant_embedded_gives_the_same_top_k_as_flat(tmp_path, data, monkeypatch):
     x, queries, _ = data
     flat = build_store(x[:500], {"faiss": "flat"}, tmp_path / "flat")
-    qdrant = build_store(x[:500], {"store": "qdrant", "location": str(tmp_path / "q")}, tmp_path / "idx")
+    monkeypatch.chdir(tmp_path)
+    qdrant = build_store(x[:500], {"store": "qdrant", "location": "q"}, tmp_path / "idx")
+    assert qdrant.params["location"] == str(tmp_path / "q")  # recorded absolute: opens from anywhere
+    monkeypatch.chdir("/")
     flat_scores, flat_rows = flat.search(queries, 10)
     q_scores, q_rows = open_store(tmp_path / "idx", qdrant.params).search(queries, 10)
     np.testing.assert_array_equal(q_rows, flat_rows)

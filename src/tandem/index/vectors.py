@@ -248,6 +248,9 @@ class QdrantStore:
     def __init__(self, params: dict[str, Any], dim: int, folder: Path | None = None, *, create: bool = True) -> None:
         self.params = {**QDRANT_DEFAULTS, **params}
         self.params["collection"] = self.params["collection"] or f"tandem-{uuid.uuid4().hex[:12]}"
+        location = self.params["location"]
+        if create and location and not _is_url(location):  # the manifest must find it from any directory
+            self.params["location"] = str(Path(location).resolve())
         self.dim, self.folder = dim, folder
         self.client = _qdrant_client(self.params["location"], folder, self.params["timeout"])
         self.collection = self.params["collection"]
