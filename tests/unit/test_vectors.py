@@ -101,7 +101,7 @@ def test_dense_index_through_qdrant_ranks_like_flat(tmp_path, small_docs):
     query = "Pierre Curie French physicist Paris"
     flat_hits = open_retriever(open_index(tmp_path / "flat", encoder=enc)).search(query, k=4)
     q_index = open_index(tmp_path / "q", encoder=enc)
-    assert q_index.manifest.params["dense"]["store"] == "qdrant"
+    assert q_index.manifest.params["dense"]["store"] == "qdrant" and q_index.manifest.params["dense"]["faiss"] is None
     q_hits = open_retriever(q_index).search(query, k=4)
     assert [h.score for h in q_hits] == pytest.approx([h.score for h in flat_hits], abs=1e-5)
     assert [h.doc_id for h in q_hits][:3] == [h.doc_id for h in flat_hits][:3]  # the 4th ties with the 5th

@@ -400,7 +400,9 @@ def new_store(params: dict[str, Any], dim: int, folder: Path | None = None) -> V
     unknown = sorted(set(params) - KNOWN_PARAMS)
     if unknown:
         raise ConfigError(f"unknown vector store settings {unknown}; known: {sorted(KNOWN_PARAMS - {'dim'})}")
-    return STORES[kind][0]({**params, "dim": dim} if kind == "qdrant" else params, dim, folder)
+    if kind == "qdrant":
+        params = {**params, "faiss": None, "dim": dim}  # the manifest must not claim a FAISS kind
+    return STORES[kind][0](params, dim, folder)
 
 
 def open_store(folder: Path, params: dict[str, Any]) -> VectorStore:
