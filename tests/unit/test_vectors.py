@@ -97,7 +97,7 @@ def test_qdrant_embedded_gives_the_same_top_k_as_flat(tmp_path, data, monkeypatc
 def test_dense_index_through_qdrant_ranks_like_flat(tmp_path, small_docs):
     enc = HashingEncoder()
     build_index(small_docs, tmp_path / "flat", kind="dense", encoder=enc)
-    build_index(small_docs, tmp_path / "q", kind="dense", encoder=enc, dense_params=parse_store("qdrant"))
+    build_index(small_docs, tmp_path / "q", kind="dense", encoder=enc, dense_params={"store": "qdrant"})
     query = "Pierre Curie French physicist Paris"
     flat_hits = open_retriever(open_index(tmp_path / "flat", encoder=enc)).search(query, k=4)
     q_index = open_index(tmp_path / "q", encoder=enc)
