@@ -226,10 +226,10 @@ def main() -> None:
     results: list[dict[str, Any]] = json.loads(args.out.read_text())["results"] if args.out and args.out.exists() else []
     done = {(r["store"], r["n"]) for r in results}
     for n in args.sizes:
-        ground_truth(n, args.work, args.queries)
         for name in args.stores:
             if (name, n) in done:
                 continue
+            ground_truth(n, args.work, args.queries)
             nq = args.qdrant_queries if name == "qdrant" else args.queries
             log(f"{name} N={n:,} ...")
             proc = subprocess.run([sys.executable, __file__, "--worker", name, str(n), str(nq), "--work", str(args.work),
