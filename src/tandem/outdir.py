@@ -51,7 +51,8 @@ def _legacy_index(folder: Path) -> bool:
     """A tandem manifest and nothing but index files."""
     manifest = _json_file(folder / "manifest.json")
     return ({"format_version", "corpus_hash", "kind"} <= set(manifest)
-            and _names(folder) <= {"manifest.json", "docs.jsonl", "docs.offsets.npy", "bm25", "dense.faiss", "extras"})
+            and _names(folder) <= {"manifest.json", "docs.jsonl", "docs.offsets.npy", "bm25", "dense.faiss",
+                                   "dense.vectors", "dense.ivfdata", "qdrant", "extras"})
 
 
 def _legacy_run(task: str) -> Callable[[Path], bool]:

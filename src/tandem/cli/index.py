@@ -32,7 +32,8 @@ def index(
     kind: Annotated[str, typer.Option(help="bm25 | dense | hybrid")] = "hybrid",
     encoder: Annotated[str, typer.Option(help="Embedded name (minilm), local path or hub name.")] = "minilm",
     backend: Annotated[Optional[str], typer.Option(help="Encoder backend (default: the fastest available).")] = None,
-    faiss_kind: Annotated[str, typer.Option("--faiss", help="flat (exact) | ivf | hnsw")] = "flat",
+    store: Annotated[str, typer.Option("--store", "--faiss", help="Dense vector store: flat (exact) | ivf | hnsw | ivfpq | qdrant (embedded, in the index folder) | qdrant:PATH (embedded, in PATH) | qdrant:URL (a Qdrant server).")] = "flat",
+    store_opt: Annotated[list[str], typer.Option("--store-opt", help="Vector store setting KEY=VALUE, repeatable: nlist, nprobe, pq_m, pq_nbits, rerank, on_disk, train_size (ivfpq); hnsw_m, ef_search (hnsw); collection (qdrant).")] = [],  # noqa: B006
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the input format.")] = None,
     skip_bad: Annotated[bool, typer.Option(help="Skip malformed records (counted) instead of stopping.")] = False,
     batch_size: Annotated[int, typer.Option(help="Encoding batch size.")] = 64,
@@ -48,9 +49,11 @@ def index(
     index_dir: Annotated[Optional[Path], typer.Option("--index", help="With --add or --add-extras: the existing index folder.")] = None,
 ) -> None:
     """Build a BM25, dense or hybrid index folder, append documents to one, or add extras to one."""
+    from tandem.cli.common import parse_settings
     from tandem.index import build_index
     from tandem.index.encoder import load_encoder
     from tandem.index.layers import EXTRAS
+    from tandem.index.vectors import parse_store
 
     unknown = sorted(set(extras + add_extras) - set(EXTRAS))
     if unknown:
@@ -67,13 +70,14 @@ def index(
         return
     if out_dir is None:
         raise typer.BadParameter("give --out (the index folder to build), or --add FILES / --add-extras NAME with --index DIR")
+    dense_params = parse_store(store) | parse_settings(store_opt)
     with owned_output(out_dir, "index"):  # before any work: a user's folder is refused at once
         docs, stats = _documents(dataset, corpus, fmt, skip_bad, max_tokens, overlap)
         start = time.perf_counter()
         needs_encoder = kind != "bm25" or any(getattr(EXTRAS[name], "needs_encoder", True) for name in extras)
         enc = load_encoder(encoder, **({"backend": backend} if backend else {})) if needs_encoder else encoder
         with progress_bar() as bar:
-            manifest = build_index(docs, out_dir, kind=kind, encoder=enc, dense_params={"faiss": faiss_kind},
+            manifest = build_index(docs, out_dir, kind=kind, encoder=enc, dense_params=dense_params,
                                    on_progress=bar.callback("encode"),
                                    extras=[EXTRAS[name](on_progress=bar.callback(f"{name} features")) for name in extras],
                                    **_encoding(encoder, encoding_options))

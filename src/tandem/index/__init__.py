@@ -1,4 +1,4 @@
-"""Index folders: BM25 (bm25s), dense (FAISS + encoder), their manifest and atomic builds."""
+"""Index folders: BM25 (bm25s), dense (a vector store + encoder), their manifest and atomic builds."""
 
 from tandem.index.build import KINDS, Index, add_documents, add_extras, build_index, open_index
 from tandem.index.manifest import Manifest, corpus_hash

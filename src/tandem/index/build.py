@@ -1,7 +1,8 @@
 """Build, extend and open index folders.
 
 An index folder holds ``manifest.json`` (written last), ``docs.jsonl`` with its offset index
-``docs.offsets.npy`` and, by kind, a bm25s index (``bm25/``), a FAISS index (``dense.faiss``) and
+``docs.offsets.npy`` and, by kind, a bm25s index (``bm25/``), a dense vector store (``dense.faiss``
+and, by store kind, ``dense.vectors``, ``dense.ivfdata`` or ``qdrant/``: :mod:`tandem.index.vectors`) and
 extra per-document arrays (``extras/*.npy``, e.g. CoopRAG's per-layer [CLS] vectors). A build
 encodes the corpus shard by shard into a work folder beside the target (resumed after a kill,
 :mod:`tandem.index.stream`), then assembles the index in a hidden sibling folder and renames it into
@@ -22,7 +23,6 @@ import numpy as np
 
 from tandem.errors import ConfigError, DataError, IndexError_
 from tandem.index.bm25 import DEFAULT_BM25, BM25Builder, load_bm25
-from tandem.index.dense import DEFAULT_DENSE, build_faiss, ivf_nlist, load_faiss, save_faiss
 from tandem.index.encoder import ENCODERS, Encoder, load_encoder
 from tandem.index.manifest import MANIFEST, Manifest, corpus_hash, corpus_hasher, update_corpus_hash
 from tandem.index.store import DOCS_FILE, DiskDocs, DocStore, DocsWriter, index_ids, parse_doc
@@ -35,6 +35,7 @@ from tandem.index.stream import (
     id_hash,
     work_dir,
 )
+from tandem.index.vectors import DEFAULT_DENSE, VectorStore, default_nlist, new_store, open_store
 from tandem.io import atomic_open
 from tandem.models import DEFAULT_ENCODER, canonical_name
 from tandem.outdir import MARKER, atomic_dir, check_owned, folder_lock, recover_swap
@@ -212,24 +213,32 @@ def _check_unique_ids(id_hashes: np.ndarray, docs: DiskDocs, base: Path | None, 
         raise DataError(f"duplicate document id {doc_id!r} in the corpus (documents {first} and {second})")
 
 
+EXTENDABLE = ("flat", "ivf", "hnsw")  # FAISS kinds --add extends in place; other stores are rebuilt
+
+
 def _vector_index(params: dict[str, Any], shards: Sequence[np.ndarray], folder: Path,
                   base: Path | None = None) -> dict[str, Any]:
-    """The one place the vector index is made: the ``base`` index's FAISS index extended, or a new one
-    made from the first shard (IVF: trained on the first vectors, up to 256 a list, as FAISS samples),
-    filled with the memory-mapped shard vectors block by block and saved into ``folder``; returns the
+    """The one place the vector store is made (:mod:`tandem.index.vectors`): the ``base`` index's store
+    extended, or a new one trained on the first vectors (IVF: up to 256 a list, as FAISS samples), filled
+    with the memory-mapped shard vectors block by block and saved into ``folder``; returns the
     parameters to record."""
     total = sum(len(s) for s in shards)
     if base is not None:
-        index, start = load_faiss(base, params), 0
+        if params.get("store", "faiss") != "faiss" or params.get("faiss") not in EXTENDABLE:
+            kind = params.get("faiss") or params.get("store")
+            raise ConfigError(f"index {base} keeps its vectors in a {kind!r} store, which --add cannot extend "
+                              f"(it can: faiss {', '.join(EXTENDABLE)}): rebuild the index with the new documents")
+        store: VectorStore = open_store(base, params)
     else:
-        if params["faiss"] == "ivf":
-            params = {**params, "nlist": ivf_nlist(total, params)}
-        start = min(total, 256 * params["nlist"]) if params["faiss"] == "ivf" else len(shards[0])
-        index = build_faiss(np.concatenate(list(_rows(shards, 0, start))), params)
-    for block in _rows(shards, start, total):
-        index.add(block)
-    save_faiss(index, folder)
-    return params
+        if params.get("faiss") in ("ivf", "ivfpq") and not params.get("nlist"):
+            params = {**params, "nlist": default_nlist(total)}
+        store = new_store(params, shards[0].shape[1], folder)
+        sample = min(total, 256 * params["nlist"]) if params.get("nlist") else len(shards[0])
+        store.train(np.concatenate(list(_rows(shards, 0, sample))))
+    for block in _rows(shards, 0, total):
+        store.add(block)
+    store.save(folder)
+    return dict(getattr(store, "params", params))
 
 
 def _rows(shards: Sequence[np.ndarray], start: int, stop: int) -> Iterator[np.ndarray]:
@@ -330,12 +339,13 @@ class Index:
     @cached_property
     def bm25(self) -> Any:
         self._need("bm25")
-        return load_bm25(self.folder)
+        return load_bm25(self.folder, mmap=True)
 
     @cached_property
-    def faiss(self) -> Any:
+    def faiss(self) -> VectorStore:
+        """The dense vector store (FAISS or Qdrant, see ``tandem.index.vectors``)."""
         self._need("dense")
-        return load_faiss(self.folder, self.manifest.params["dense"])
+        return open_store(self.folder, self.manifest.params["dense"])
 
     @cached_property
     def encoder(self) -> Encoder:

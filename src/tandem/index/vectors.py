@@ -1,0 +1,434 @@
+"""Dense vector stores behind one protocol: FAISS (flat, IVF, HNSW, IVF-PQ) and Qdrant.
+
+Vectors are L2-normalised, so inner product is cosine similarity. A store is made empty by
+:func:`new_store`, trained on a sample (a no-op for the kinds that need none), fed with ``add`` in
+batches (a streaming build calls it once per shard), saved into the index folder and opened again
+by :func:`open_store` with the parameters the manifest recorded.
+
+- ``flat``: exact inner product, all vectors in RAM (the default; results unchanged).
+- ``ivf`` / ``hnsw``: FAISS IVF-Flat / HNSW, approximate, all vectors in RAM.
+- ``ivfpq``: FAISS IVF-PQ trained on a sample (``nlist``, ``pq_m``, ``pq_nbits``, ``nprobe``). With
+  ``rerank`` > 0 the float vectors are also written to ``dense.vectors`` and memory-mapped at
+  search time: ``rerank * k`` PQ candidates are re-scored exactly. With ``on_disk`` the inverted
+  lists live in ``dense.ivfdata`` (FAISS ``OnDiskInvertedLists``, memory-mapped), so neither the
+  build nor a search holds the codes in RAM.
+- ``qdrant``: a Qdrant collection through ``qdrant-client``; ``location`` empty keeps an embedded
+  local store in the index folder (``qdrant/``), a folder path puts the local store there, an
+  ``http(s)://`` URL talks to a Qdrant server or cluster.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import math
+import os
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import faiss
+import numpy as np
+
+from tandem.errors import ConfigError, IndexError_
+
+DENSE_FILE = "dense.faiss"
+VECTORS_FILE = "dense.vectors"  # raw float32 rows (n, dim), for re-ranking IVF-PQ candidates
+IVFDATA_FILE = "dense.ivfdata"
+QDRANT_DIR = "qdrant"
+FAISS_KINDS = ("flat", "ivf", "hnsw", "ivfpq")
+DEFAULT_DENSE: dict[str, Any] = {
+    "store": "faiss", "faiss": "flat", "nlist": None, "nprobe": 16, "hnsw_m": 32, "ef_search": 128,
+}
+IVFPQ_DEFAULTS: dict[str, Any] = {"pq_m": None, "pq_nbits": 8, "rerank": 10, "on_disk": False, "train_size": 100_000}
+QDRANT_DEFAULTS: dict[str, Any] = {"location": "", "collection": None, "upload_batch": 1024, "timeout": 10}
+
+# faiss skips BLAS below 128,000 query x doc pairs by default; batched searches are ~10x faster with BLAS.
+faiss.cvar.distance_compute_blas_threshold = 20
+
+
+@runtime_checkable
+class VectorStore(Protocol):
+    """Nearest neighbours by inner product over rows 0..ntotal-1 (row i is the i-th document)."""
+
+    dim: int
+    params: dict[str, Any]  # what the manifest records; a store fills in what it resolved (nlist, ...)
+
+    @property
+    def ntotal(self) -> int: ...
+
+    def train(self, sample: np.ndarray) -> None:
+        """Fit what the kind learns from data (IVF centroids, PQ codebooks); a no-op for the others."""
+
+    def add(self, vectors: np.ndarray) -> None:
+        """Append rows (n, dim) float32; called once per batch."""
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """``(scores, rows)``, both (n_queries, k), best first; rows of -1 where fewer than k exist."""
+
+    def reconstruct_n(self, start: int, n: int) -> np.ndarray:
+        """The stored vectors of rows ``start .. start+n-1`` (exactly for the exact kinds)."""
+
+    def save(self, folder: Path) -> None:
+        """Write the store's files into the index folder (called once, after the last ``add``)."""
+
+
+def _as_f32(vectors: np.ndarray, dim: int, what: str) -> np.ndarray:
+    array = np.ascontiguousarray(vectors, dtype=np.float32)
+    if array.ndim != 2 or array.shape[1] != dim:
+        raise ConfigError(f"{what}: expected vectors of shape (n, {dim}), got {array.shape}")
+    return array
+
+
+def default_nlist(n: int) -> int:
+    """About 4 sqrt(n) lists, and at least 39 training points per list (FAISS's advice)."""
+    return max(1, min(int(4 * math.sqrt(n)), n // 39 or 1))
+
+
+@contextlib.contextmanager
+def _c_stdout_to_stderr() -> Iterator[None]:
+    """FAISS's on-disk lists print "resizing ..." from C to stdout; send it to stderr (stdout may be JSON)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+class FaissStore:
+    """A FAISS index of one of :data:`FAISS_KINDS`, plus the memory-mapped float rows for IVF-PQ re-ranking."""
+
+    def __init__(self, params: dict[str, Any], dim: int, folder: Path | None = None,
+                 index: faiss.Index | None = None) -> None:
+        kind = params.get("faiss")
+        if kind not in FAISS_KINDS:
+            raise ConfigError(f"unknown faiss index kind {kind!r}; choose one of {sorted(FAISS_KINDS)}")
+        self.params = {**(IVFPQ_DEFAULTS if kind == "ivfpq" else {}), **params}
+        self.dim, self.kind, self.folder = dim, kind, folder
+        self.index: faiss.Index | None = index
+        self._raw: Any = None  # open file the float rows are appended to (ivfpq with rerank)
+        self._vectors: np.ndarray | None = None  # memory-mapped float rows at search time
+        if index is None and kind in ("flat", "hnsw"):
+            self.index = (faiss.IndexFlatIP(dim) if kind == "flat"
+                          else faiss.IndexHNSWFlat(dim, self.params["hnsw_m"], faiss.METRIC_INNER_PRODUCT))
+            self._set_search_params()
+
+    @property
+    def ntotal(self) -> int:
+        return 0 if self.index is None else int(self.index.ntotal)
+
+    @property
+    def _reranks(self) -> bool:
+        return self.kind == "ivfpq" and bool(self.params["rerank"])
+
+    def train(self, sample: np.ndarray) -> None:
+        if self.kind not in ("ivf", "ivfpq"):
+            return
+        sample = _as_f32(sample, self.dim, "training sample")
+        if self.kind == "ivfpq" and len(sample) > self.params["train_size"]:
+            picked = np.random.default_rng(0).choice(len(sample), self.params["train_size"], replace=False)
+            sample = sample[np.sort(picked)]
+        nlist = self.params.get("nlist") or default_nlist(len(sample))
+        quantizer = faiss.IndexFlatIP(self.dim)
+        if self.kind == "ivf":
+            index: faiss.Index = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        else:
+            m = self.params.get("pq_m") or _default_pq_m(self.dim)
+            if self.dim % m:
+                raise ConfigError(f"pq_m={m} must divide the vector dimension {self.dim}")
+            nbits = self.params["pq_nbits"]
+            if len(sample) < 2 ** nbits:
+                raise ConfigError(f"IVF-PQ with pq_nbits={nbits} needs at least {2 ** nbits} training vectors, "
+                                  f"got {len(sample)}: use flat, or a smaller pq_nbits")
+            index = faiss.IndexIVFPQ(quantizer, self.dim, nlist, m, nbits, faiss.METRIC_INNER_PRODUCT)
+            self.params["pq_m"] = m
+        index.train(sample)
+        self.params["nlist"] = nlist
+        self.index = index
+        if self.kind == "ivfpq" and self.params["on_disk"]:
+            self._need_folder("on_disk")
+            lists = faiss.OnDiskInvertedLists(nlist, index.code_size, str(self.folder / IVFDATA_FILE))
+            lists.this.disown()  # the index owns it from here
+            index.replace_invlists(lists, True)
+        self._set_search_params()
+
+    def add(self, vectors: np.ndarray) -> None:
+        vectors = _as_f32(vectors, self.dim, "vectors to add")
+        if self.index is None:
+            raise ConfigError(f"a {self.kind} store must be trained before vectors are added")
+        if self._reranks:
+            if self._raw is None:
+                self._raw = open(self._need_folder("rerank") / VECTORS_FILE, "ab")  # noqa: SIM115 (closed in save)
+            self._raw.write(vectors.tobytes())
+        with _c_stdout_to_stderr() if self.params.get("on_disk") else contextlib.nullcontext():
+            self.index.add(vectors)
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        queries = _as_f32(queries, self.dim, "query vectors")
+        if self.index is None or self.ntotal == 0:
+            return np.full((len(queries), k), -np.inf, np.float32), np.full((len(queries), k), -1, np.int64)
+        if not self._reranks:
+            return self.index.search(queries, k)
+        _, candidates = self.index.search(queries, min(self.ntotal, k * int(self.params["rerank"])))
+        return rescore(queries, candidates, self._rows(), k)
+
+    def reconstruct_n(self, start: int, n: int) -> np.ndarray:
+        if self._reranks:
+            return np.array(self._rows()[start:start + n])
+        if self.kind in ("ivf", "ivfpq"):
+            faiss.extract_index_ivf(self.index).make_direct_map()
+        return self.index.reconstruct_n(start, n)
+
+    def save(self, folder: Path) -> None:
+        if self.index is None:
+            raise ConfigError(f"a {self.kind} store must be trained before it is saved")
+        if self._raw is not None:
+            self._raw.close()
+            self._raw = None
+        faiss.write_index(self.index, str(folder / DENSE_FILE))
+
+    @classmethod
+    def open(cls, folder: Path, params: dict[str, Any]) -> FaissStore:
+        """Read the index of a folder and restore its search-time settings."""
+        path = folder / DENSE_FILE
+        if not path.exists():
+            raise IndexError_(f"cannot load index {folder}: no {DENSE_FILE}")
+        flags = faiss.IO_FLAG_ONDISK_SAME_DIR if params.get("on_disk") else 0
+        with _c_stdout_to_stderr():  # "IO_FLAG_ONDISK_SAME_DIR: updating ondisk filename ..."
+            index = faiss.read_index(str(path), flags)
+        return cls(params, index.d, folder, index)
+
+    def _set_search_params(self) -> None:
+        if self.kind in ("ivf", "ivfpq"):
+            ivf = faiss.extract_index_ivf(self.index)
+            ivf.nprobe = min(self.params["nprobe"], ivf.nlist)
+        elif self.kind == "hnsw":
+            self.index.hnsw.efSearch = self.params["ef_search"]
+
+    def _rows(self) -> np.ndarray:
+        if self._vectors is None or len(self._vectors) < self.ntotal:
+            path = self._need_folder("rerank") / VECTORS_FILE
+            self._vectors = np.memmap(path, dtype=np.float32, mode="r", shape=(self.ntotal, self.dim))
+        return self._vectors
+
+    def _need_folder(self, option: str) -> Path:
+        if self.folder is None:
+            raise ConfigError(f"an ivfpq store with {option} writes files: give it a folder")
+        return self.folder
+
+
+def _default_pq_m(dim: int) -> int:
+    """8 dimensions per sub-quantiser where the dimension allows (384 -> 48 bytes a vector)."""
+    return next(m for m in (dim // 8, dim // 4, dim // 2, dim) if m and dim % m == 0)
+
+
+def rescore(queries: np.ndarray, candidates: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-``k`` among each query's candidate rows (-1 = none), reading the rows from ``rows``
+    (an array or a memory map; rows are read in file order)."""
+    scores = np.full((len(queries), k), -np.inf, np.float32)
+    best = np.full((len(queries), k), -1, np.int64)
+    for qi, (query, cand) in enumerate(zip(queries, candidates, strict=True)):
+        cand = np.unique(cand[cand >= 0])
+        if not len(cand):
+            continue
+        exact = np.asarray(rows[cand], dtype=np.float32) @ query
+        top = np.argsort(-exact, kind="stable")[:k]
+        scores[qi, :len(top)], best[qi, :len(top)] = exact[top], cand[top]
+    return scores, best
+
+
+class QdrantStore:
+    """A Qdrant collection (points numbered by row, dot-product distance), embedded or on a server."""
+
+    def __init__(self, params: dict[str, Any], dim: int, folder: Path | None = None, *, create: bool = True) -> None:
+        self.params = {**QDRANT_DEFAULTS, **params}
+        self.params["collection"] = self.params["collection"] or f"tandem-{uuid.uuid4().hex[:12]}"
+        location = self.params["location"]
+        if create and location and not _is_url(location):  # the manifest must find it from any directory
+            self.params["location"] = str(Path(location).resolve())
+        self.dim, self.folder = dim, folder
+        self.client = _qdrant_client(self.params["location"], folder, self.params["timeout"])
+        self.collection = self.params["collection"]
+        self._count = 0
+        if create:
+            from qdrant_client import models
+
+            if self.client.collection_exists(self.collection):
+                self.client.delete_collection(self.collection)
+            self.client.create_collection(self.collection, vectors_config=models.VectorParams(
+                size=dim, distance=models.Distance.DOT, on_disk=True))
+            _no_fsync_while_building(self.client, self.collection)
+        else:
+            if not self.client.collection_exists(self.collection):
+                raise IndexError_(f"Qdrant at {_where(self.params['location'], folder)} has no collection "
+                                  f"{self.collection!r}: the index's vectors are gone; rebuild it")
+            self._count = self.client.count(self.collection, exact=True).count
+
+    @property
+    def ntotal(self) -> int:
+        return self._count
+
+    def train(self, sample: np.ndarray) -> None:
+        """Nothing to learn."""
+
+    def add(self, vectors: np.ndarray) -> None:
+        from qdrant_client import models
+
+        vectors = _as_f32(vectors, self.dim, "vectors to add")
+        step = int(self.params["upload_batch"])
+        for start in range(0, len(vectors), step):
+            part = vectors[start:start + step]
+            ids = list(range(self._count + start, self._count + start + len(part)))
+            self.client.upsert(self.collection, points=models.Batch(ids=ids, vectors=part), wait=True)
+        self._count += len(vectors)
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        from qdrant_client import models
+
+        queries = _as_f32(queries, self.dim, "query vectors")
+        scores = np.full((len(queries), k), -np.inf, np.float32)
+        rows = np.full((len(queries), k), -1, np.int64)
+        if not len(queries):
+            return scores, rows
+        requests = [models.QueryRequest(query=q.tolist(), limit=k) for q in queries]
+        for qi, response in enumerate(self.client.query_batch_points(self.collection, requests)):
+            points = response.points[:k]
+            scores[qi, :len(points)] = [p.score for p in points]
+            rows[qi, :len(points)] = [int(p.id) for p in points]
+        return scores, rows
+
+    def reconstruct_n(self, start: int, n: int) -> np.ndarray:
+        points = self.client.retrieve(self.collection, ids=list(range(start, start + n)), with_vectors=True)
+        by_id = {int(p.id): p.vector for p in points}
+        return np.asarray([by_id[i] for i in range(start, start + n)], dtype=np.float32)
+
+    def save(self, folder: Path) -> None:
+        """Points are written as they are added; an embedded store is closed (a build's folder is renamed next)."""
+        if _is_url(self.params["location"]):
+            return
+        _close_local(self.client)
+
+    @classmethod
+    def open(cls, folder: Path, params: dict[str, Any]) -> QdrantStore:
+        """Reconnect to the collection a build wrote."""
+        return cls(params, int(params["dim"]), folder, create=False)
+
+
+def _no_fsync_while_building(client: Any, collection: str) -> None:
+    """The embedded store commits every point to SQLite with an fsync (~20 ms a point on a shared disk).
+    A build that dies is discarded whole, so its writes need no fsync: switch it off for this
+    connection (closed, and so flushed, by ``save``). Servers, and clients without that layout, are
+    left alone."""
+    storage = getattr(getattr(getattr(client, "_client", None), "collections", {}).get(collection), "storage", None)
+    connection = getattr(storage, "storage", None)
+    if connection is not None:
+        connection.execute("PRAGMA synchronous=OFF")
+
+
+def _is_url(location: str) -> bool:
+    return location.startswith(("http://", "https://"))
+
+
+def _where(location: str, folder: Path | None) -> str:
+    return location or str((folder or Path(".")) / QDRANT_DIR)
+
+
+_LOCAL_CLIENTS: dict[str, Any] = {}  # one embedded client per storage folder (Qdrant locks the folder)
+
+
+def _qdrant_client(location: str, folder: Path | None, timeout: int) -> Any:
+    try:
+        from qdrant_client import QdrantClient
+    except ImportError as exc:
+        raise ConfigError("the qdrant store needs qdrant-client: pip install 'tandem[qdrant]'") from exc
+    if _is_url(location):
+        client = QdrantClient(url=location, timeout=timeout)
+        try:
+            client.get_collections()
+        except Exception as exc:  # noqa: BLE001 (httpx, grpc and qdrant errors all mean the same here)
+            raise IndexError_(f"cannot reach the Qdrant server at {location}: {type(exc).__name__}: {exc}") from exc
+        return client
+    if not location and folder is None:
+        raise ConfigError("an embedded Qdrant store needs a folder: give qdrant:PATH or build into an index folder")
+    path = str(Path(location).resolve() if location else folder / QDRANT_DIR)  # type: ignore[operator]
+    if path not in _LOCAL_CLIENTS:
+        _LOCAL_CLIENTS[path] = QdrantClient(path=path)
+    return _LOCAL_CLIENTS[path]
+
+
+@atexit.register
+def _close_all_local() -> None:
+    """Close embedded stores before interpreter shutdown (their finalizers fail once imports are gone)."""
+    for client in list(_LOCAL_CLIENTS.values()):
+        _close_local(client)
+
+
+def _close_local(client: Any) -> None:
+    for path, known in list(_LOCAL_CLIENTS.items()):
+        if known is client:
+            del _LOCAL_CLIENTS[path]
+    client.close()
+
+
+StoreFactory = Callable[[dict[str, Any], int, "Path | None"], VectorStore]
+StoreOpener = Callable[[Path, dict[str, Any]], VectorStore]
+STORES: dict[str, tuple[StoreFactory, StoreOpener]] = {
+    "faiss": (FaissStore, FaissStore.open),
+    "qdrant": (QdrantStore, QdrantStore.open),
+}
+
+
+def _store_kind(params: dict[str, Any]) -> str:
+    kind = params.get("store", "faiss")
+    if kind not in STORES:
+        raise ConfigError(f"unknown vector store {kind!r}; choose one of {sorted(STORES)}")
+    return kind
+
+
+KNOWN_PARAMS = {*DEFAULT_DENSE, *IVFPQ_DEFAULTS, *QDRANT_DEFAULTS, "dim"}
+
+
+def new_store(params: dict[str, Any], dim: int, folder: Path | None = None) -> VectorStore:
+    """An empty store as ``params`` say (``store``: faiss | qdrant), writing its files under ``folder``."""
+    params = {**DEFAULT_DENSE, **params}
+    kind = _store_kind(params)
+    unknown = sorted(set(params) - KNOWN_PARAMS)
+    if unknown:
+        raise ConfigError(f"unknown vector store settings {unknown}; known: {sorted(KNOWN_PARAMS - {'dim'})}")
+    if kind == "qdrant":
+        params = {**params, "faiss": None, "dim": dim}  # the manifest must not claim a FAISS kind
+    return STORES[kind][0](params, dim, folder)
+
+
+def open_store(folder: Path, params: dict[str, Any]) -> VectorStore:
+    """The store an index folder holds, with the search-time settings of its manifest ``params``."""
+    params = {**DEFAULT_DENSE, **params}
+    return STORES[_store_kind(params)][1](Path(folder), params)
+
+
+def build_store(vectors: np.ndarray, params: dict[str, Any], folder: Path, batch_size: int = 65_536) -> VectorStore:
+    """Train, fill and save a store over ``vectors`` held in memory into ``folder`` (made if missing);
+    returns it (its ``params`` resolved)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    store = new_store(params, vectors.shape[1], folder)
+    store.train(vectors)
+    for start in range(0, len(vectors), batch_size):
+        store.add(vectors[start:start + batch_size])
+    store.save(folder)
+    return store
+
+
+def parse_store(spec: str) -> dict[str, Any]:
+    """Dense parameters for a ``--store`` value: flat | ivf | hnsw | ivfpq | qdrant[:PATH|URL]."""
+    name, sep, location = spec.partition(":")
+    if name == "qdrant":
+        return {"store": "qdrant", "faiss": None, "location": location}
+    if name in FAISS_KINDS and not sep:
+        return {"store": "faiss", "faiss": name}
+    raise ConfigError(f"unknown vector store {spec!r}; give one of {', '.join(FAISS_KINDS)}, qdrant, "
+                      "qdrant:PATH (an embedded store in that folder) or qdrant:http://HOST:6333 (a server)")
