@@ -277,3 +277,19 @@ def test_a_truncated_docs_file_is_a_clear_error(tmp_path):
     docs_file.write_bytes(docs_file.read_bytes()[:-10])
     with pytest.raises(IndexError_, match=r"unreadable documents .*docs.offsets.npy does not match docs.jsonl"):
         open_index(tmp_path / "idx")
+
+
+def test_add_extends_an_hnsw_store_and_refuses_one_it_cannot_extend(tmp_path):
+    from tandem.errors import ConfigError
+
+    first, more = corpus(15), corpus(6, start=15)
+    build_index(first, tmp_path / "hnsw", kind="dense", encoder=HashingEncoder(), dense_params={"faiss": "hnsw"})
+    add_documents(tmp_path / "hnsw", more, encoder=HashingEncoder())
+    idx = open_index(tmp_path / "hnsw", encoder=HashingEncoder())
+    assert idx.manifest.doc_count == 21 and idx.faiss.ntotal == 21
+    assert open_retriever(idx, "dense").search(more[3].contents, 1)[0].doc_id == "p18"
+    build_index(first, tmp_path / "q", kind="dense", encoder=HashingEncoder(), dense_params={"store": "qdrant"})
+    before = (tmp_path / "q" / "docs.jsonl").read_bytes()
+    with pytest.raises(ConfigError, match="'qdrant' store, which --add cannot extend"):
+        add_documents(tmp_path / "q", more, encoder=HashingEncoder())
+    assert (tmp_path / "q" / "docs.jsonl").read_bytes() == before
