@@ -74,3 +74,11 @@ def tiny_llm(tmp_path_factory):
     LlamaForCausalLM(cfg).save_pretrained(folder)
     tok.save_pretrained(folder)
     return HFLLM(str(folder), num_threads=1)
+
+
+def sigint_default() -> None:
+    """``preexec_fn`` for a child the tests Ctrl-C: a runner started in the background by a shell without
+    job control ignores SIGINT, and its children inherit that; give the child Python's default back."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

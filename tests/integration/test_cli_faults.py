@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import shared
+from tests.conftest import shared, sigint_default
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_ctrl_c_during_index_exits_130_and_leaves_no_index(tmp_path):
     data = shared("hotpotqa/dev500.jsonl")
     proc = subprocess.Popen([sys.executable, "-m", "tandem.cli", "index", "--dataset", str(data), "--kind", "dense",
-                             "--out", str(tmp_path / "idx")], stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                             "--out", str(tmp_path / "idx")], stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=sigint_default)
     assert proc.stderr is not None
     for line in proc.stderr:  # the pool is loaded: encoding (about a minute) has begun
         if "pool of" in line:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.conftest import shared
+from tests.conftest import shared, sigint_default
 
 from tandem.corpus import load_corpus
 from tandem.errors import ConfigError, DataError, LLMError, RunError
@@ -46,7 +46,7 @@ def tandem(*args: str, env: dict[str, str] | None = None, timeout: float = 300) 
 
 def popen(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "tandem.cli", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT)
+                            text=True, cwd=ROOT, preexec_fn=sigint_default)
 
 
 def dead_pid() -> int:
