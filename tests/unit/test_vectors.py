@@ -7,7 +7,7 @@ import pytest
 
 from tandem.errors import ConfigError, IndexError_
 from tandem.index import build_index, open_index
-from tandem.index.vectors import STORES, VectorStore, build_store, new_store, open_store, parse_store
+from tandem.index.vectors import STORES, RowFile, VectorStore, build_store, new_store, open_store, parse_store
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder
 
@@ -142,3 +142,17 @@ def test_a_dead_qdrant_server_is_named_in_the_error(tmp_path):
 
 def test_registry_names_the_kinds():
     assert set(STORES) == {"faiss", "qdrant"}
+
+
+def test_row_file_reads_the_rows_asked_for(tmp_path):
+    rows = np.random.default_rng(3).standard_normal((50, 8)).astype(np.float32)
+    path = tmp_path / "rows.f32"
+    rows.tofile(path)
+    file = RowFile(path, 50, 8)
+    picked = np.array([7, 0, 49, 7])
+    assert len(file) == 50
+    np.testing.assert_array_equal(file[picked], rows[picked])
+    np.testing.assert_array_equal(file[10:13], rows[10:13])
+    assert file[48:60].shape == (2, 8)  # a slice is clipped like an array's
+    with pytest.raises(IndexError, match="row out of range 0..49"):
+        file[np.array([50])]
