@@ -11,7 +11,8 @@ isotropic noise, L2-normalised. Uniformly random high-dimensional vectors would 
 meaningless (every point is about equally far from every other); queries are drawn the same way
 from another seed. "Exact" is the true top-10 by inner product, computed by streaming the chunks.
 
-Each (store, N) configuration runs in its own subprocess, so its peak RSS (``ru_maxrss``) is its
+Each (store, N) configuration runs in its own subprocess, so its peak RSS (``VmHWM``, the high-water
+mark of this process's own memory; ``ru_maxrss`` would carry the parent's peak over ``exec``) is its
 own: build (train on a sample, add in batches, save), open the saved folder again, then
 ``--queries`` single-query searches (p50/p95 latency) and recall@10 against exact. Results go to
 ``--out`` (JSON, rewritten after every configuration, so a re-run skips what is done) and stdout.
@@ -120,14 +121,29 @@ def exact_top_k(data: Synthetic, n: int, queries: np.ndarray, k: int = K) -> np.
     return best_rows
 
 
+def peak_rss_mib() -> float:
+    """This process's peak resident set (Linux ``VmHWM``; ``ru_maxrss`` elsewhere).
+
+    ``ru_maxrss`` survives ``exec``: a worker started by a parent that had grown to 900 MiB reports at
+    least 900 MiB, whatever it does itself. ``VmHWM`` belongs to the worker's own address space.
+    """
+    status = Path("/proc/self/status")
+    if status.exists():
+        for line in status.read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / (1024 if sys.platform != "darwin" else 2**20)
+
+
 def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-def run_one(store_name: str, n: int, work: Path, n_queries: int, truth_file: Path, total_queries: int) -> dict[str, Any]:
+def run_one(store_name: str, n: int, work: Path, n_queries: int, truth_file: Path, total_queries: int,
+            sweep: list[int] | None = None) -> dict[str, Any]:
     """One configuration, in this (fresh) process: the first ``n_queries`` of the ``total_queries``."""
     data = Synthetic(clusters=n // PER_CLUSTER, cache=work)
-    baseline_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # imports (tandem loads torch)
+    baseline_rss = peak_rss_mib()  # imports (tandem loads torch)
     folder = work / f"{store_name}-{n}"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -152,6 +168,23 @@ def run_one(store_name: str, n: int, work: Path, n_queries: int, truth_file: Pat
     store = open_store(folder, resolved)
     queries = data.queries(total_queries)[:n_queries]
     truth = np.load(truth_file)[:n_queries]
+    result = {
+        "store": store_name, "n": n, "dim": DIM, "params": {k: v for k, v in resolved.items() if v is not None},
+        "build_s": round(build_s, 2), "train_s": round(train_s, 2),
+        **measure(store, queries, truth),
+        "peak_rss_mib": round(peak_rss_mib(), 1),
+        "baseline_rss_mib": round(baseline_rss, 1),
+        "disk_mib": round(folder_bytes(folder) / 2**20, 1),
+        "queries": len(queries),
+    }
+    if sweep and "nprobe" in resolved:  # after the peak is taken: the same saved store, other probe counts
+        result["sweep"] = [{"nprobe": p, **measure(open_store(folder, {**resolved, "nprobe": p}), queries, truth)}
+                           for p in sweep]
+    return result
+
+
+def measure(store: Any, queries: np.ndarray, truth: np.ndarray) -> dict[str, float]:
+    """Single-query latency p50/p95 and recall@10 against the exact top-10."""
     store.search(queries[:5], K)  # warm-up (first page faults, lazy maps)
     latencies, rows = [], []
     for q in queries:
@@ -159,15 +192,8 @@ def run_one(store_name: str, n: int, work: Path, n_queries: int, truth_file: Pat
         rows.append(store.search(q[None, :], K)[1][0])
         latencies.append(time.perf_counter() - t)
     recall = float(np.mean([len(set(r) & set(g)) / K for r, g in zip(rows, truth, strict=True)]))
-    return {
-        "store": store_name, "n": n, "dim": DIM, "params": {k: v for k, v in resolved.items() if v is not None},
-        "build_s": round(build_s, 2), "train_s": round(train_s, 2),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "baseline_rss_mib": round(baseline_rss, 1),
-        "disk_mib": round(folder_bytes(folder) / 2**20, 1),
-        "queries": len(queries), "query_p50_ms": round(float(np.percentile(latencies, 50)) * 1e3, 3),
-        "query_p95_ms": round(float(np.percentile(latencies, 95)) * 1e3, 3), "recall_at_10": round(recall, 4),
-    }
+    return {"query_p50_ms": round(float(np.percentile(latencies, 50)) * 1e3, 3),
+            "query_p95_ms": round(float(np.percentile(latencies, 95)) * 1e3, 3), "recall_at_10": round(recall, 4)}
 
 
 def ground_truth(n: int, work: Path, n_queries: int) -> Path:
@@ -216,13 +242,16 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="results JSON (configurations already in it are skipped)")
     ap.add_argument("--plot", type=Path, default=None, help="write the figure from --out's results")
     ap.add_argument("--keep", action="store_true", help="keep the built stores")
+    ap.add_argument("--sweep-nprobe", type=int, nargs="+", default=None, metavar="P",
+                    help="IVF stores: also measure recall and latency at these nprobe values (same saved store)")
     ap.add_argument("--worker", nargs=3, metavar=("STORE", "N", "QUERIES"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
 
     if args.worker:
         name, n, nq = args.worker[0], int(args.worker[1]), int(args.worker[2])
-        print(json.dumps(run_one(name, n, args.work, nq, ground_truth(n, args.work, args.queries), args.queries)))
+        print(json.dumps(run_one(name, n, args.work, nq, ground_truth(n, args.work, args.queries), args.queries,
+                                 args.sweep_nprobe)))
         return
     results: list[dict[str, Any]] = json.loads(args.out.read_text())["results"] if args.out and args.out.exists() else []
     done = {(r["store"], r["n"]) for r in results}
@@ -234,7 +263,9 @@ def main() -> None:
             nq = args.qdrant_queries if name == "qdrant" else args.queries
             log(f"{name} N={n:,} ...")
             proc = subprocess.run([sys.executable, __file__, "--worker", name, str(n), str(nq), "--work", str(args.work),
-                                   "--queries", str(args.queries)], capture_output=True, text=True, check=False)
+                                   "--queries", str(args.queries),
+                                   *(["--sweep-nprobe", *map(str, args.sweep_nprobe)] if args.sweep_nprobe else [])],
+                                  capture_output=True, text=True, check=False)
             if proc.returncode != 0:
                 log(f"{name} N={n:,} failed (exit {proc.returncode}): {proc.stderr.strip()[-800:]}")
                 continue
