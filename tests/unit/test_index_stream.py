@@ -109,6 +109,19 @@ def test_doc_store_is_memory_mapped_and_keeps_its_api(tmp_path):
     assert DocStore.load(tmp_path / "idx").get("p0") == docs[0]
 
 
+def test_retrievers_of_an_index_share_one_read_of_its_ids(tmp_path, monkeypatch):
+    docs = corpus(12)
+    build_index(docs, tmp_path / "idx", encoder=HashingEncoder(), shard_size=5)
+    index = open_index(tmp_path / "idx", encoder=HashingEncoder())
+    reads = []
+    iterate = DiskDocs.__iter__
+    monkeypatch.setattr(DiskDocs, "__iter__", lambda self: (reads.append(1), iterate(self))[1])
+    retrievers = [open_retriever(index, kind) for kind in ("bm25", "dense", "hybrid")]
+    assert index.store.index_of["p11"] == 11 and index.store.ids == [d.id for d in docs]
+    assert len(reads) == 1  # one pass over docs.jsonl, however many retrievers and lookups
+    assert all(r.search(QUERIES[0], 3) for r in retrievers)
+
+
 def test_interrupted_build_resumes_at_the_last_finished_shard(tmp_path):
     docs = corpus(20)
     build_index(docs, tmp_path / "ref", encoder=HashingEncoder(), shard_size=4)

@@ -93,15 +93,24 @@ class DocStore:
         """``docs`` in memory (a duplicate id is an error at once) or a :class:`DiskDocs` (ids indexed
         on first lookup)."""
         self.docs: Sequence[Document] = docs if isinstance(docs, DiskDocs) else list(docs)
+        self._ids: list[str] | None = None
         self._index_of: dict[str, int] | None = None
         if not isinstance(docs, DiskDocs):
             self._index_of = index_ids(self.docs)
 
     @property
+    def ids(self) -> list[str]:
+        """Document ids in row order, read once (a :class:`DiskDocs` store parses every line for them)
+        and shared by every retriever over the store."""
+        if self._ids is None:
+            self._ids = [d.id for d in self.docs]
+        return self._ids
+
+    @property
     def index_of(self) -> dict[str, int]:
         """Document id -> row."""
         if self._index_of is None:
-            self._index_of = index_ids(self.docs)
+            self._index_of = _rows_of(self.ids)
         return self._index_of
 
     def __len__(self) -> int:
@@ -132,9 +141,13 @@ class DocStore:
 
 def index_ids(docs: Iterable[Document]) -> dict[str, int]:
     """Document id -> row; a DataError names the first id found twice."""
+    return _rows_of(d.id for d in docs)
+
+
+def _rows_of(ids: Iterable[str]) -> dict[str, int]:
     index: dict[str, int] = {}
-    for i, d in enumerate(docs):
-        if d.id in index:
-            raise DataError(f"duplicate document id {d.id!r} in the corpus (rows {index[d.id]} and {i})")
-        index[d.id] = i
+    for i, doc_id in enumerate(ids):
+        if doc_id in index:
+            raise DataError(f"duplicate document id {doc_id!r} in the corpus (rows {index[doc_id]} and {i})")
+        index[doc_id] = i
     return index
