@@ -22,6 +22,7 @@ from tandem.index.bm25 import DEFAULT_BM25, tokenize
 from tandem.index.manifest import MANIFEST
 from tandem.index.store import DiskDocs, DocStore
 from tandem.index.stream import PROGRESS, work_dir
+from tandem.index.vectors import FaissStore, build_store
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder
 from tandem.types import Document
@@ -306,3 +307,17 @@ def test_add_extends_an_hnsw_store_and_refuses_one_it_cannot_extend(tmp_path):
     with pytest.raises(ConfigError, match="'qdrant' store, which --add cannot extend"):
         add_documents(tmp_path / "q", more, encoder=HashingEncoder())
     assert (tmp_path / "q" / "docs.jsonl").read_bytes() == before
+
+
+def test_ivfpq_build_reads_only_its_training_rows_and_equals_an_in_memory_build(tmp_path, monkeypatch):
+    docs = corpus(600)
+    params = {"faiss": "ivfpq", "nlist": 4, "pq_m": 8, "pq_nbits": 6, "train_size": 100, "rerank": 0}
+    build_index(docs, tmp_path / "flat", kind="dense", encoder=HashingEncoder(), shard_size=128)
+    x = vectors(tmp_path / "flat")
+    seen = []
+    train = FaissStore.train
+    monkeypatch.setattr(FaissStore, "train", lambda self, sample: (seen.append(len(sample)), train(self, sample))[1])
+    build_index(docs, tmp_path / "pq", kind="dense", encoder=HashingEncoder(), shard_size=128, dense_params=params)
+    assert seen == [100]  # the sampled rows only, not every candidate row of the shards
+    reference = build_store(x, params, tmp_path / "ref")  # all rows in memory, subsampled by the store
+    np.testing.assert_array_equal(open_index(tmp_path / "pq").faiss.search(x[:30], 5)[1], reference.search(x[:30], 5)[1])

@@ -35,7 +35,7 @@ from tandem.index.stream import (
     id_hash,
     work_dir,
 )
-from tandem.index.vectors import DEFAULT_DENSE, VectorStore, default_nlist, new_store, open_store
+from tandem.index.vectors import DEFAULT_DENSE, VectorStore, default_nlist, new_store, open_store, training_rows
 from tandem.io import atomic_open
 from tandem.models import DEFAULT_ENCODER, canonical_name
 from tandem.outdir import MARKER, atomic_dir, check_owned, folder_lock, recover_swap
@@ -234,7 +234,8 @@ def _vector_index(params: dict[str, Any], shards: Sequence[np.ndarray], folder: 
             params = {**params, "nlist": default_nlist(total)}
         store = new_store(params, shards[0].shape[1], folder)
         sample = min(total, 256 * params["nlist"]) if params.get("nlist") else len(shards[0])
-        store.train(np.concatenate(list(_rows(shards, 0, sample))))
+        picked = training_rows(params, sample)  # IVF-PQ: only train_size of them are read
+        store.train(np.concatenate(list(_rows(shards, 0, sample))) if picked is None else _take(shards, picked))
     for block in _rows(shards, 0, total):
         store.add(block)
     store.save(folder)
@@ -249,6 +250,18 @@ def _rows(shards: Sequence[np.ndarray], start: int, stop: int) -> Iterator[np.nd
         if lo < hi:
             yield np.ascontiguousarray(s[lo:hi], dtype=np.float32)
         offset += len(s)
+
+
+def _take(shards: Sequence[np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """Rows ``rows`` (ascending) of the shards taken end to end, as one float32 array; a memory-mapped
+    shard reads only those rows."""
+    parts, offset = [], 0
+    for s in shards:
+        lo, hi = np.searchsorted(rows, [offset, offset + len(s)])
+        if lo < hi:
+            parts.append(np.asarray(s[rows[lo:hi] - offset], dtype=np.float32))
+        offset += len(s)
+    return np.concatenate(parts)
 
 
 def _run_extras(extras: Sequence[ExtraBuilder], store: DocStore, enc: Encoder | None, folder: Path,
