@@ -190,7 +190,9 @@ class FaissStore:
         if self._reranks:
             return np.array(self._rows()[start:start + n])
         if self.kind in ("ivf", "ivfpq"):
-            faiss.extract_index_ivf(self.index).make_direct_map()
+            ivf = faiss.extract_index_ivf(self.index)
+            if ivf.direct_map.type == faiss.DirectMap.NoMap:  # built once (O(n)); FAISS keeps it up to date on add
+                ivf.make_direct_map()
         return self.index.reconstruct_n(start, n)
 
     def save(self, folder: Path) -> None:
