@@ -153,6 +153,13 @@ def test_resume_re_encodes_from_where_the_corpus_changed(tmp_path):
     assert enc.seen == 12  # shards 0 and 1 kept; shard 2 holds the change
     build_index(changed, tmp_path / "ref", encoder=HashingEncoder(), shard_size=4)
     assert_same_index(tmp_path / "ref", tmp_path / "idx")
+    assert open_index(tmp_path / "idx").manifest.corpus_hash == corpus_hash(changed)
+    # a corpus that ends before the finished shards do: its own hash, not the old shards'
+    with pytest.raises(KeyboardInterrupt):
+        build_index(docs, tmp_path / "short", encoder=HashingEncoder(), shard_size=4,
+                    on_progress=lambda done, total: done > 16 and (_ for _ in ()).throw(KeyboardInterrupt))
+    build_index(docs[:10], tmp_path / "short", encoder=HashingEncoder(), shard_size=4)
+    assert open_index(tmp_path / "short").manifest.corpus_hash == corpus_hash(docs[:10])
     # other settings start the work over
     with pytest.raises(KeyboardInterrupt):
         build_index(docs, tmp_path / "x", encoder=HashingEncoder(), shard_size=4,

@@ -174,22 +174,25 @@ def _line_chunks(base: Path | None, work: WorkFolder, size: int = DEFAULT_SHARD_
 def _assemble(tmp: Path, manifest: Manifest, work: WorkFolder, base: Path | None,
               bm25_params: dict[str, Any] | None, dense_params: dict[str, Any] | None) -> None:
     """Write the index files into ``tmp`` from the ``base`` index (if any) and the work folder's shards,
-    in one streamed pass over the documents; fills the manifest's count, hash and parameters."""
+    in one streamed pass over the documents; fills the manifest's count, hash and parameters. A build's
+    corpus hash is the one its work folder recorded with the last shard; an extended index's is computed here."""
     params = {**DEFAULT_BM25, **(bm25_params or {})}
     bm25 = BM25Builder(params, tmp) if "bm25" in manifest.components else None
-    hasher, id_hashes = corpus_hasher(), []
+    hasher, id_hashes = corpus_hasher() if base is not None else None, []
     with atomic_open(tmp / DOCS_FILE, "wb") as handle:
         writer = DocsWriter(handle)
         for lines in _line_chunks(base, work):
             writer.write_lines(lines)
             docs = [parse_doc(line) for line in lines]
-            update_corpus_hash(hasher, docs)
+            if hasher is not None:
+                update_corpus_hash(hasher, docs)
             id_hashes.append(np.fromiter((id_hash(d.id) for d in docs), dtype=np.uint64, count=len(docs)))
             if bm25 is not None:
                 bm25.add([d.contents for d in docs])
     writer.save_offsets(tmp)
     _check_unique_ids(np.concatenate(id_hashes), DiskDocs(tmp), base, manifest.doc_count if base else 0)
-    manifest.doc_count, manifest.corpus_hash = len(writer.offsets) - 1, hasher.hexdigest()
+    manifest.doc_count = len(writer.offsets) - 1
+    manifest.corpus_hash = hasher.hexdigest() if hasher is not None else work.shards[-1].corpus_hash
     if bm25 is not None:
         bm25.save(tmp)
         manifest.params["bm25"] = params
