@@ -203,9 +203,9 @@ def latency(work: Path, sets: Sequence[str], queries: int, settings: dict[str, A
 def methods(runs: Sequence[Path]) -> dict[str, Any]:
     """Gold-document recall of ``tandem eval qa`` run folders (finished or not): each run's questions
     done, and the mean recall over the questions every given run has done (a fair comparison)."""
-    from tandem.eval.runner import PREDICTIONS, load_done
+    from tandem.eval.runner import PREDICTIONS, read_finished
 
-    done = {str(run): load_done(run / PREDICTIONS) for run in runs}
+    done = {str(run): read_finished(run / PREDICTIONS) for run in runs}  # read only: a run may be writing
     common = set.intersection(*(set(records) for records in done.values())) if done else set()
     out: dict[str, Any] = {"common_questions": len(common)}
     for run, records in done.items():

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from tandem.types import Document
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def shared(rel: str) -> Path:
@@ -17,6 +20,14 @@ def shared(rel: str) -> Path:
     if not path.exists():
         pytest.skip(f"{path} not available")
     return path
+
+
+def benchmark_script(name: str) -> ModuleType:
+    """``benchmarks/NAME.py`` imported as a module (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(f"{name}_script", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture

@@ -4,26 +4,18 @@ recall equals the run's."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import shared
+from tests.conftest import benchmark_script, shared
 
 from tandem.corpus import load_dataset
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("hf_layouts_script", ROOT / "benchmarks" / "hf_layouts.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def tandem(*args: str) -> subprocess.CompletedProcess:
@@ -37,7 +29,7 @@ def test_dev500_parquet_in_the_hf_layout_end_to_end(tmp_path: Path):
     from tandem.io import read_jsonl
 
     dev500 = shared("hotpotqa/dev500.jsonl")
-    script = _script()
+    script = benchmark_script("hf_layouts")
     parquet = tmp_path / "validation.parquet"
     pq.write_table(pa.Table.from_pylist([script.to_hf_layout(rec) for _, rec in read_jsonl(dev500)]), parquet)
     hf, original = load_dataset(parquet), load_dataset(dev500)

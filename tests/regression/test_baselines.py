@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
-from tests.conftest import shared
+from tests.conftest import benchmark_script, shared
 
 from tandem.llm.jsonparse import validate
 from tandem.llm.types import LLMRequest, Message
 from tandem.methods.dualrag_prompts import SCHEMAS
 from tandem.testing.baselines import FIGURES, METHOD_SETTINGS, reader_reply, schema_instance
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("baselines_script", ROOT / "benchmarks" / "baselines.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-script = _script()
+script = benchmark_script("baselines")
 
 
 def test_recorded_figures_cover_every_method_and_figure():

@@ -22,6 +22,7 @@ from tandem.index.bm25 import DEFAULT_BM25, tokenize
 from tandem.index.manifest import MANIFEST
 from tandem.index.store import DiskDocs, DocStore
 from tandem.index.stream import PROGRESS, work_dir
+from tandem.index.vectors import FaissStore, build_store
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder
 from tandem.types import Document
@@ -109,6 +110,19 @@ def test_doc_store_is_memory_mapped_and_keeps_its_api(tmp_path):
     assert DocStore.load(tmp_path / "idx").get("p0") == docs[0]
 
 
+def test_retrievers_of_an_index_share_one_read_of_its_ids(tmp_path, monkeypatch):
+    docs = corpus(12)
+    build_index(docs, tmp_path / "idx", encoder=HashingEncoder(), shard_size=5)
+    index = open_index(tmp_path / "idx", encoder=HashingEncoder())
+    reads = []
+    iterate = DiskDocs.__iter__
+    monkeypatch.setattr(DiskDocs, "__iter__", lambda self: (reads.append(1), iterate(self))[1])
+    retrievers = [open_retriever(index, kind) for kind in ("bm25", "dense", "hybrid")]
+    assert index.store.index_of["p11"] == 11 and index.store.ids == [d.id for d in docs]
+    assert len(reads) == 1  # one pass over docs.jsonl, however many retrievers and lookups
+    assert all(r.search(QUERIES[0], 3) for r in retrievers)
+
+
 def test_interrupted_build_resumes_at_the_last_finished_shard(tmp_path):
     docs = corpus(20)
     build_index(docs, tmp_path / "ref", encoder=HashingEncoder(), shard_size=4)
@@ -139,6 +153,13 @@ def test_resume_re_encodes_from_where_the_corpus_changed(tmp_path):
     assert enc.seen == 12  # shards 0 and 1 kept; shard 2 holds the change
     build_index(changed, tmp_path / "ref", encoder=HashingEncoder(), shard_size=4)
     assert_same_index(tmp_path / "ref", tmp_path / "idx")
+    assert open_index(tmp_path / "idx").manifest.corpus_hash == corpus_hash(changed)
+    # a corpus that ends before the finished shards do: its own hash, not the old shards'
+    with pytest.raises(KeyboardInterrupt):
+        build_index(docs, tmp_path / "short", encoder=HashingEncoder(), shard_size=4,
+                    on_progress=lambda done, total: done > 16 and (_ for _ in ()).throw(KeyboardInterrupt))
+    build_index(docs[:10], tmp_path / "short", encoder=HashingEncoder(), shard_size=4)
+    assert open_index(tmp_path / "short").manifest.corpus_hash == corpus_hash(docs[:10])
     # other settings start the work over
     with pytest.raises(KeyboardInterrupt):
         build_index(docs, tmp_path / "x", encoder=HashingEncoder(), shard_size=4,
@@ -293,3 +314,17 @@ def test_add_extends_an_hnsw_store_and_refuses_one_it_cannot_extend(tmp_path):
     with pytest.raises(ConfigError, match="'qdrant' store, which --add cannot extend"):
         add_documents(tmp_path / "q", more, encoder=HashingEncoder())
     assert (tmp_path / "q" / "docs.jsonl").read_bytes() == before
+
+
+def test_ivfpq_build_reads_only_its_training_rows_and_equals_an_in_memory_build(tmp_path, monkeypatch):
+    docs = corpus(600)
+    params = {"faiss": "ivfpq", "nlist": 4, "pq_m": 8, "pq_nbits": 6, "train_size": 100, "rerank": 0}
+    build_index(docs, tmp_path / "flat", kind="dense", encoder=HashingEncoder(), shard_size=128)
+    x = vectors(tmp_path / "flat")
+    seen = []
+    train = FaissStore.train
+    monkeypatch.setattr(FaissStore, "train", lambda self, sample: (seen.append(len(sample)), train(self, sample))[1])
+    build_index(docs, tmp_path / "pq", kind="dense", encoder=HashingEncoder(), shard_size=128, dense_params=params)
+    assert seen == [100]  # the sampled rows only, not every candidate row of the shards
+    reference = build_store(x, params, tmp_path / "ref")  # all rows in memory, subsampled by the store
+    np.testing.assert_array_equal(open_index(tmp_path / "pq").faiss.search(x[:30], 5)[1], reference.search(x[:30], 5)[1])

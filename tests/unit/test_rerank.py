@@ -10,6 +10,7 @@ from tandem.index import build_index, open_index
 from tandem.index.store import DocStore
 from tandem.methods.settings import RerankSettings
 from tandem.rerank import BiEncoderReranker, CrossEncoderReranker, Reranker, ranked
+from tandem.rerank.base import Reranked
 from tandem.testing.encoders import HashingEncoder
 from tandem.types import Hit
 
@@ -38,6 +39,28 @@ def test_bi_encoder_with_index_vectors_equals_encoding(tmp_path, small_docs):
     assert [h.doc_id for h in a] == [h.doc_id for h in b] and a[0].doc_id == "d3"
     assert [h.rank for h in a] == [1, 2, 3] and all(h.source == "bi_encoder" for h in a)
     assert from_index.rerank("q", [], 3) == []
+
+
+def test_reranked_sends_a_batch_to_the_first_stage_once(tmp_path, small_docs):
+    enc = HashingEncoder()
+    build_index(small_docs, tmp_path / "idx", kind="dense", encoder=enc)
+    idx = open_index(tmp_path / "idx", encoder=enc)
+    from tandem.retrieve.dense import DenseRetriever
+
+    class Counting(DenseRetriever):
+        calls: list[int] = []
+
+        def _search_batch(self, queries, k):
+            self.calls.append(len(queries))
+            return super()._search_batch(queries, k)
+
+    first, reranker = Counting(idx), BiEncoderReranker(enc, idx.store)
+    queries = ["Warsaw capital of Poland", "Marie Curie physicist", "river Seine"]
+    both, alone = Reranked(first, reranker, 4), Reranked(first, None, 4)
+    batched, plain = both.search_batch(queries, 2), alone.search_batch(queries, 2)
+    assert first.calls == [3, 3]  # one first-stage batch per search_batch
+    assert batched == [reranker.rerank(q, first.search(q, 4), 2) for q in queries]
+    assert plain == [first.search(q, 2) for q in queries] and both.name == "dense+bi_encoder"
 
 
 def test_build_reranker_none_and_ivf_encodes(tmp_path, small_docs):

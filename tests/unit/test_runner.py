@@ -129,3 +129,7 @@ def test_report_partial_summarises_an_unfinished_run_without_touching_it(tmp_pat
     assert row["partial"] is True and row["questions"] == 2
     assert row["em"] == 0.5 and row["f1"] == 0.75 and row["llm_calls_per_q"] == 2
     assert (run / "predictions.jsonl").read_text(encoding="utf-8") == body + torn  # a run still writing is left alone
+    from tandem.eval.runner import read_finished
+
+    assert list(read_finished(run / "predictions.jsonl")) == ["a", "b"]  # what graph_retrieval.py methods reads
+    assert (run / "predictions.jsonl").read_text(encoding="utf-8") == body + torn

@@ -190,7 +190,7 @@ def load_corpus(
     return [part for doc in docs.values() for part in chunk_document(doc, max_tokens, overlap)]
 
 
-def _corpus_records(path: Path, skip_bad: bool, stats: ReadStats) -> Iterator[tuple[int, Document]]:
+def _corpus_records(path: Path | str, skip_bad: bool, stats: ReadStats) -> Iterator[tuple[int, Document]]:
     """(line, passage) of each corpus record; a malformed one raises or is skipped and counted."""
     for line_no, rec in _records(path, skip_bad, stats):
         try:
@@ -214,7 +214,7 @@ def iter_corpus(
     record is chunked as in :func:`load_corpus`. Ids are not checked here: the build refuses an id
     seen twice, exact repeats included (which :func:`load_corpus` drops). Folders and QA datasets
     are read with :func:`load_corpus`."""
-    path = Path(path)
+    path = _source(path)
     stats = stats if stats is not None else ReadStats()
     fmt = format or sniff_format(path)
     if fmt not in ("corpus", "flashrag_corpus"):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from tandem.corpus.sources import is_hf_spec
 from tandem.errors import DataError
 from tandem.eval.rundir import CONFIG_FILE, METRICS_FILE, PER_QUESTION, PREDICTIONS
 from tandem.io import atomic_open, read_jsonl, write_json_atomic
@@ -247,7 +248,7 @@ def _means(records: list[dict[str, Any]], score_keys: list[str]) -> dict[str, fl
 
 def _given_or_configured(given: str | Path | None, run: Run, key: str) -> Path | str | None:
     value = given if given is not None else run.config.get(key)
-    return value if value is None or str(value).startswith("hf:") else Path(value)
+    return value if value is None or is_hf_spec(value) else Path(value)
 
 
 def index_passages(run: Run, index: str | Path | None = None) -> Callable[[str], Document]:

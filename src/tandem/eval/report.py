@@ -25,9 +25,9 @@ def load_runs(folders: list[Path], *, partial: bool = False) -> list[dict[str, A
         if path.exists():
             row = {"run": folder.name, **json.loads(path.read_text(encoding="utf-8"))}
         elif partial and (folder / PREDICTIONS).exists():
-            from tandem.eval.runner import summarize
+            from tandem.eval.runner import read_finished, summarize
 
-            row = {"run": folder.name, "partial": True, **summarize(_finished_records(folder / PREDICTIONS))}
+            row = {"run": folder.name, "partial": True, **summarize(list(read_finished(folder / PREDICTIONS).values()))}
         else:
             hint = " (--partial summarises the questions it finished)" if (folder / PREDICTIONS).exists() else ""
             raise DataError(f"no {METRICS_FILE}: not a finished run{hint}", str(folder))
@@ -37,22 +37,6 @@ def load_runs(folders: list[Path], *, partial: bool = False) -> list[dict[str, A
             row.setdefault("method", config.get("method") or config.get("retriever"))
         rows.append(row)
     return rows
-
-
-def _finished_records(path: Path) -> list[dict[str, Any]]:
-    """The complete records of a predictions file that may still be written to (read only: a last line
-    without its newline is a record being written and is left out)."""
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    if lines and not lines[-1].endswith("\n"):
-        lines = lines[:-1]
-    records = {}
-    for line_no, line in enumerate(lines, start=1):
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            raise DataError("not a prediction record (malformed JSON)", str(path), line_no) from None
-        records[rec["id"]] = rec
-    return list(records.values())
 
 
 def runs_table(rows: list[dict[str, Any]]) -> Table:

@@ -37,6 +37,23 @@ ERRORS_LOG = "errors.log"
 RESUME_KEYS = ("method", "dataset", "index", "retriever", "llm", "settings", "judge", "reanswer")
 
 
+def read_finished(path: Path) -> dict[str, dict[str, Any]]:
+    """The complete records of a predictions file that may still be written to, by id: the read-only
+    counterpart of :func:`load_done` (which repairs the file for the run that owns it). A last line
+    without its newline is a record being written and is left out."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines = lines[:-1]
+    records = {}
+    for line_no, line in enumerate(lines, start=1):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            raise DataError("not a prediction record (malformed JSON)", str(path), line_no) from None
+        records[rec["id"]] = rec
+    return records
+
+
 def load_done(path: Path) -> dict[str, dict[str, Any]]:
     """Records already in ``predictions.jsonl``. Only a torn last line (a run killed mid-write: no
     newline, not JSON) is cut off; any other unreadable line is a DataError naming it, and nothing

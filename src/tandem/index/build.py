@@ -35,7 +35,7 @@ from tandem.index.stream import (
     id_hash,
     work_dir,
 )
-from tandem.index.vectors import DEFAULT_DENSE, VectorStore, default_nlist, new_store, open_store
+from tandem.index.vectors import DEFAULT_DENSE, VectorStore, default_nlist, new_store, open_store, training_rows
 from tandem.io import atomic_open
 from tandem.models import DEFAULT_ENCODER, canonical_name
 from tandem.outdir import MARKER, atomic_dir, check_owned, folder_lock, recover_swap
@@ -174,22 +174,25 @@ def _line_chunks(base: Path | None, work: WorkFolder, size: int = DEFAULT_SHARD_
 def _assemble(tmp: Path, manifest: Manifest, work: WorkFolder, base: Path | None,
               bm25_params: dict[str, Any] | None, dense_params: dict[str, Any] | None) -> None:
     """Write the index files into ``tmp`` from the ``base`` index (if any) and the work folder's shards,
-    in one streamed pass over the documents; fills the manifest's count, hash and parameters."""
+    in one streamed pass over the documents; fills the manifest's count, hash and parameters. A build's
+    corpus hash is the one its work folder recorded with the last shard; an extended index's is computed here."""
     params = {**DEFAULT_BM25, **(bm25_params or {})}
     bm25 = BM25Builder(params, tmp) if "bm25" in manifest.components else None
-    hasher, id_hashes = corpus_hasher(), []
+    hasher, id_hashes = corpus_hasher() if base is not None else None, []
     with atomic_open(tmp / DOCS_FILE, "wb") as handle:
         writer = DocsWriter(handle)
         for lines in _line_chunks(base, work):
             writer.write_lines(lines)
             docs = [parse_doc(line) for line in lines]
-            update_corpus_hash(hasher, docs)
+            if hasher is not None:
+                update_corpus_hash(hasher, docs)
             id_hashes.append(np.fromiter((id_hash(d.id) for d in docs), dtype=np.uint64, count=len(docs)))
             if bm25 is not None:
                 bm25.add([d.contents for d in docs])
     writer.save_offsets(tmp)
     _check_unique_ids(np.concatenate(id_hashes), DiskDocs(tmp), base, manifest.doc_count if base else 0)
-    manifest.doc_count, manifest.corpus_hash = len(writer.offsets) - 1, hasher.hexdigest()
+    manifest.doc_count = len(writer.offsets) - 1
+    manifest.corpus_hash = hasher.hexdigest() if hasher is not None else work.shards[-1].corpus_hash
     if bm25 is not None:
         bm25.save(tmp)
         manifest.params["bm25"] = params
@@ -234,7 +237,8 @@ def _vector_index(params: dict[str, Any], shards: Sequence[np.ndarray], folder: 
             params = {**params, "nlist": default_nlist(total)}
         store = new_store(params, shards[0].shape[1], folder)
         sample = min(total, 256 * params["nlist"]) if params.get("nlist") else len(shards[0])
-        store.train(np.concatenate(list(_rows(shards, 0, sample))))
+        picked = training_rows(params, sample)  # IVF-PQ: only train_size of them are read
+        store.train(np.concatenate(list(_rows(shards, 0, sample))) if picked is None else _take(shards, picked))
     for block in _rows(shards, 0, total):
         store.add(block)
     store.save(folder)
@@ -249,6 +253,18 @@ def _rows(shards: Sequence[np.ndarray], start: int, stop: int) -> Iterator[np.nd
         if lo < hi:
             yield np.ascontiguousarray(s[lo:hi], dtype=np.float32)
         offset += len(s)
+
+
+def _take(shards: Sequence[np.ndarray], rows: np.ndarray) -> np.ndarray:
+    """Rows ``rows`` (ascending) of the shards taken end to end, as one float32 array; a memory-mapped
+    shard reads only those rows."""
+    parts, offset = [], 0
+    for s in shards:
+        lo, hi = np.searchsorted(rows, [offset, offset + len(s)])
+        if lo < hi:
+            parts.append(np.asarray(s[rows[lo:hi] - offset], dtype=np.float32))
+        offset += len(s)
+    return np.concatenate(parts)
 
 
 def _run_extras(extras: Sequence[ExtraBuilder], store: DocStore, enc: Encoder | None, folder: Path,

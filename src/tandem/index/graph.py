@@ -224,7 +224,11 @@ class GraphExtra:
             raise ConfigError(f"unknown graph settings {unknown}; valid: {sorted(DEFAULT_GRAPH)}")
 
     def __call__(self, store: DocStore, encoder: object = None) -> dict[str, np.ndarray]:
-        edges = build_graph([d.title for d in store.docs], [d.text for d in store.docs], self.params)
+        titles, texts = [], []
+        for d in store.docs:  # one pass: each document of a memory-mapped store is parsed when read
+            titles.append(d.title)
+            texts.append(d.text)
+        edges = build_graph(titles, texts, self.params)
         if self.on_progress is not None:
             self.on_progress(len(store.docs), len(store.docs))
         self.params = {**self.params, "mention_edges": edges.count("mention"), "entity_edges": edges.count("entity")}

@@ -29,7 +29,7 @@ import numpy as np
 from tandem.errors import DataError
 from tandem.index.encoder import Encoder, load_encoder
 from tandem.index.manifest import corpus_hasher, update_corpus_hash
-from tandem.index.store import doc_line, parse_doc
+from tandem.index.store import doc_line
 from tandem.io import atomic_open, atomic_path, write_json_atomic
 from tandem.types import Document
 
@@ -195,10 +195,6 @@ class WorkFolder:
     def vectors(self, shard: Shard) -> np.ndarray:
         """The shard's vectors, memory-mapped."""
         return np.load(self.path / f"{shard.stem}.npy", mmap_mode="r")
-
-    def docs(self) -> Iterator[Document]:
-        for shard in self.shards:
-            yield from (parse_doc(line) for line in self.doc_lines(shard))
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

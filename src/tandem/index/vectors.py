@@ -83,6 +83,15 @@ def _as_f32(vectors: np.ndarray, dim: int, what: str) -> np.ndarray:
     return array
 
 
+def training_rows(params: dict[str, Any], n: int) -> np.ndarray | None:
+    """The rows of an ``n``-row training sample a store learns from: None for all of them; IVF-PQ keeps
+    ``train_size`` rows drawn with a fixed seed, in order (a caller holding the sample on disk reads only those)."""
+    if params.get("faiss") != "ivfpq":
+        return None
+    limit = int({**IVFPQ_DEFAULTS, **params}["train_size"])
+    return np.sort(np.random.default_rng(0).choice(n, limit, replace=False)) if n > limit else None
+
+
 def default_nlist(n: int) -> int:
     """About 4 sqrt(n) lists, and at least 39 training points per list (FAISS's advice)."""
     return max(1, min(int(4 * math.sqrt(n)), n // 39 or 1))
@@ -131,9 +140,9 @@ class FaissStore:
         if self.kind not in ("ivf", "ivfpq"):
             return
         sample = _as_f32(sample, self.dim, "training sample")
-        if self.kind == "ivfpq" and len(sample) > self.params["train_size"]:
-            picked = np.random.default_rng(0).choice(len(sample), self.params["train_size"], replace=False)
-            sample = sample[np.sort(picked)]
+        picked = training_rows(self.params, len(sample))
+        if picked is not None:
+            sample = sample[picked]
         nlist = self.params.get("nlist") or default_nlist(len(sample))
         quantizer = faiss.IndexFlatIP(self.dim)
         if self.kind == "ivf":
@@ -182,7 +191,9 @@ class FaissStore:
         if self._reranks:
             return np.array(self._rows()[start:start + n])
         if self.kind in ("ivf", "ivfpq"):
-            faiss.extract_index_ivf(self.index).make_direct_map()
+            ivf = faiss.extract_index_ivf(self.index)
+            if ivf.direct_map.type == faiss.DirectMap.NoMap:  # built once (O(n)); FAISS keeps it up to date on add
+                ivf.make_direct_map()
         return self.index.reconstruct_n(start, n)
 
     def save(self, folder: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from tandem.retrieve.base import BatchRetriever
 from tandem.types import Hit
 
 
@@ -33,16 +34,16 @@ def ranked(doc_ids: Sequence[str], scores: Sequence[float], source: str, k: int 
     return out
 
 
-class Reranked:
-    """A retriever: a first stage's top-``n``, then ``reranker`` (None = the first stage alone)."""
+class Reranked(BatchRetriever):
+    """A retriever: a first stage's top-``n``, then ``reranker`` (None = the first stage alone). A batch
+    of queries goes to the first stage as one batch (a dense stage encodes them together)."""
 
     def __init__(self, first: Any, reranker: Reranker | None, n: int) -> None:
         self.first, self.reranker, self.n = first, reranker, n
         self.name = first.name + (f"+{reranker.name}" if reranker else "")
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
-        hits = self.first.search(query, self.n if self.reranker else k)
-        return self.reranker.rerank(query, hits, k) if self.reranker else hits[:k]
-
-    def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
-        return [self.search(q, k) for q in queries]
+    def _search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
+        if self.reranker is None:
+            return [hits[:k] for hits in self.first.search_batch(queries, k)]
+        firsts = self.first.search_batch(queries, self.n)
+        return [self.reranker.rerank(q, hits, k) for q, hits in zip(queries, firsts, strict=True)]

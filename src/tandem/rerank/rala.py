@@ -203,7 +203,7 @@ class SharedDenseRetriever(BatchRetriever):
 
     def __init__(self, index: Index, reranker: RaLaReranker) -> None:
         self.index, self.reranker = index, reranker
-        self.doc_ids = [d.id for d in index.store.docs]
+        self.doc_ids = index.store.ids
 
     @staticmethod
     def compatible(index: Index, encoder: LayerEncoder) -> bool:

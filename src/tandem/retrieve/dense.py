@@ -27,7 +27,7 @@ class DenseRetriever(BatchRetriever):
         self.index = index
         self.faiss = index.faiss
         self.encoder = index.encoder
-        self.doc_ids = [d.id for d in index.store.docs]
+        self.doc_ids = index.store.ids
 
     def search_vectors(self, vectors: np.ndarray, k: int = 10) -> list[list[Hit]]:
         """Search with already encoded, normalised query vectors."""

@@ -115,7 +115,7 @@ class GraphRetriever:
         if any(name not in index.manifest.extras for name in GRAPH_ARRAYS):
             raise ConfigError(missing_graph_message(index.folder))
         self.index, self.first, self.dense, self.settings = index, first, dense, s
-        self.doc_ids = [d.id for d in index.store.docs]
+        self.doc_ids = index.store.ids
         self.row_of = index.store.index_of
         arrays = {name[len(EXTRA_PREFIX) + 1:]: index.extra(name) for name in GRAPH_ARRAYS}
         p = transition_matrix(load_graph(arrays, len(self.doc_ids)), float(s["reverse_weight"]), float(s["entity_weight"]))

@@ -17,7 +17,7 @@ class BM25Retriever(BatchRetriever):
         self.index = index
         self.model = index.bm25
         self.params = index.manifest.params["bm25"]
-        self.doc_ids = [d.id for d in index.store.docs]
+        self.doc_ids = index.store.ids
 
     def _search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
         k = min(k, len(self.doc_ids))
