@@ -60,6 +60,19 @@ def test_retrieve_returns_hits_with_passages(index_dir):
     assert len(hits) == 2 and hits[0]["title"] == "Marie Curie" and "Warsaw" in hits[0]["text"] and hits[0]["rank"] == 1
 
 
+def test_retrieve_opens_a_retriever_once_per_index_and_kind(index_dir, monkeypatch):
+    import tandem.server.engine as engine_module
+
+    opened = []
+    real_open = engine_module.open_retriever
+    monkeypatch.setattr(engine_module, "open_retriever", lambda idx, kind=None: opened.append(kind) or real_open(idx, kind))
+    client, _ = client_for(index_dir)
+    first = [client.post("/v1/retrieve", json={"query": q, "k": 2}).json()["hits"] for q in (QUESTION, "Vistula")]
+    assert first[0][0]["title"] == "Marie Curie" and first[0] != first[1]
+    client.post("/v1/retrieve", json={"query": QUESTION, "k": 1, "retriever": "bm25"})
+    assert opened == [None, "bm25"]  # one per (index, kind), not one a request
+
+
 def test_ask_returns_answer_cited_passages_trace_and_cost(index_dir):
     llm = FakeLLM(default="Warsaw")
     client, _ = client_for(index_dir, llm)

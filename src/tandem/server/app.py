@@ -51,7 +51,7 @@ class RetrieveRequest(BaseModel):
     query: str = Field(min_length=1)
     index: str | None = None
     k: int = Field(5, ge=1, le=100)
-    retriever: Literal["bm25", "dense", "hybrid"] | None = None
+    retriever: Literal["bm25", "dense", "hybrid", "graph"] | None = None
 
 
 class UploadRequest(BaseModel):

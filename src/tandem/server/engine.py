@@ -89,6 +89,7 @@ class Engine:
         self.llm_spec = llm if isinstance(llm, str) else getattr(llm, "spec", type(llm).__name__)
         self.default_method = method
         self._methods: dict[tuple[str, str | None, str], tuple[Method, DocStore | None]] = {}
+        self._retrievers: dict[tuple[str, str | None], tuple[Index, Any]] = {}
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tandem-serve")
         self._slots = threading.BoundedSemaphore(max(1, max_queue))
@@ -131,9 +132,15 @@ class Engine:
             return self._methods[key]
 
     def retrieve(self, query: str, index: str | None = None, k: int = 5, retriever: str | None = None) -> list[dict[str, Any]]:
-        """Top-``k`` hits for ``query`` with their passages."""
+        """Top-``k`` hits for ``query`` with their passages (a retriever is opened once per index and kind;
+        an index replaced by an upload gets a new one)."""
         idx = self.index(index)
-        hits = open_retriever(idx, retriever).search(query, k)
+        key = (index or self.default_index or "", retriever)
+        with self._lock:
+            cached = self._retrievers.get(key)
+            if cached is None or cached[0] is not idx:
+                cached = self._retrievers[key] = (idx, open_retriever(idx, retriever))
+        hits = cached[1].search(query, k)
         return [{**h.to_dict(), **idx.store.get(h.doc_id).to_dict()} for h in hits]
 
     def ask(self, question: str, method: str | None = None, index: str | None = None,
