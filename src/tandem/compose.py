@@ -64,8 +64,9 @@ class Parts:
 
 def build_reranker(s: RerankSettings, store: DocStore, index: Index | None = None) -> Reranker | None:
     """``none`` -> None; ``cross_encoder`` -> CrossEncoderReranker(reranker_model, min_score) (raw logits);
-    ``bi_encoder`` -> cosine with the index's encoder (document vectors read back from a flat FAISS index,
-    else encoded on the fly); on an index without an encoder, ``reranker_model`` or the embedded MiniLM."""
+    ``bi_encoder`` -> cosine with the index's encoder (document vectors read from the store's exact rows
+    without a copy: a flat index or IVF-PQ's re-scoring file; else encoded on the fly); on an index
+    without an encoder, ``reranker_model`` or the embedded MiniLM."""
     from tandem.index.encoder import load_encoder
     from tandem.models import DEFAULT_ENCODER
     from tandem.rerank import BiEncoderReranker, CrossEncoderReranker
@@ -78,10 +79,7 @@ def build_reranker(s: RerankSettings, store: DocStore, index: Index | None = Non
         return CrossEncoderReranker(s.reranker_model, store, min_score=s.min_score)
     if index is None or index.manifest.encoder is None or s.reranker_model is not None:
         return BiEncoderReranker(load_encoder(s.reranker_model or DEFAULT_ENCODER), store)
-    vectors = None
-    if index.has("dense") and index.manifest.params.get("dense", {}).get("faiss") == "flat":
-        vectors = index.faiss.reconstruct_n(0, index.faiss.ntotal)
-    return BiEncoderReranker(index.encoder, store, vectors)
+    return BiEncoderReranker(index.encoder, store, index.faiss.exact_rows() if index.has("dense") else None)
 
 
 def _load_role_llms(llm: LLM, specs: Mapping[str, str]) -> dict[str, LLM]:

@@ -32,13 +32,27 @@ def test_bi_encoder_with_index_vectors_equals_encoding(tmp_path, small_docs):
     idx.__dict__["encoder"] = enc
     from_index = build_reranker(RerankSettings(reranker="bi_encoder"), idx.store, idx)
     assert isinstance(from_index, Reranker) and from_index.doc_vectors is not None
-    np.testing.assert_allclose(from_index.doc_vectors, enc.encode([d.contents for d in small_docs]), atol=1e-6)
+    every_row = from_index.doc_vectors[list(range(len(small_docs)))]
+    np.testing.assert_allclose(every_row, enc.encode([d.contents for d in small_docs]), atol=1e-6)
     encoding = BiEncoderReranker(enc, idx.store)
     pool = candidates(["d5", "d2", "d4", "d3", "d1"])
     a, b = from_index.rerank("Warsaw capital of Poland", pool, 3), encoding.rerank("Warsaw capital of Poland", pool, 3)
     assert [h.doc_id for h in a] == [h.doc_id for h in b] and a[0].doc_id == "d3"
     assert [h.rank for h in a] == [1, 2, 3] and all(h.source == "bi_encoder" for h in a)
     assert from_index.rerank("q", [], 3) == []
+
+
+@pytest.mark.parametrize("store", [{"faiss": "flat"}, {"faiss": "ivfpq", "nlist": 2, "pq_m": 8, "pq_nbits": 2}])
+def test_bi_encoder_reads_the_stores_exact_rows_without_a_copy(tmp_path, small_docs, store):
+    enc = HashingEncoder()
+    build_index(small_docs, tmp_path / "idx", kind="dense", encoder=enc, dense_params=store)
+    idx = open_index(tmp_path / "idx")
+    idx.__dict__["encoder"] = enc
+    rows = build_reranker(RerankSettings(reranker="bi_encoder"), idx.store, idx).doc_vectors
+    np.testing.assert_allclose(rows[[2, 0]], enc.encode([small_docs[2].contents, small_docs[0].contents]), atol=1e-6)
+    if store["faiss"] == "flat":  # a view of the index's own storage
+        view = rows.array
+        assert view.base is not None and not view.flags.owndata
 
 
 def test_reranked_sends_a_batch_to_the_first_stage_once(tmp_path, small_docs):

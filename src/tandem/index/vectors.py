@@ -72,6 +72,10 @@ class VectorStore(Protocol):
     def reconstruct_n(self, start: int, n: int) -> np.ndarray:
         """The stored vectors of rows ``start .. start+n-1`` (exactly for the exact kinds)."""
 
+    def exact_rows(self) -> Rows | None:
+        """The exact float rows, indexable by an array of row numbers without copying the store (a view
+        of a flat index, or the re-scoring file of IVF-PQ), or None where the store keeps none."""
+
     def save(self, folder: Path) -> None:
         """Write the store's files into the index folder (called once, after the last ``add``)."""
 
@@ -196,6 +200,11 @@ class FaissStore:
                 ivf.make_direct_map()
         return self.index.reconstruct_n(start, n)
 
+    def exact_rows(self) -> Rows | None:
+        if self._reranks:
+            return self._rows()
+        return FlatView(self.index) if self.kind == "flat" else None
+
     def save(self, folder: Path) -> None:
         if self.index is None:
             raise ConfigError(f"a {self.kind} store must be trained before it is saved")
@@ -231,6 +240,28 @@ class FaissStore:
         if self.folder is None:
             raise ConfigError(f"an ivfpq store with {option} writes files: give it a folder")
         return self.folder
+
+
+class Rows(Protocol):
+    """Float rows read by an array of row numbers (``rows[array] -> (len(array), dim)``)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: Any) -> np.ndarray: ...
+
+
+class FlatView:
+    """The vectors of a flat FAISS index as a numpy view (no copy), holding the index alive."""
+
+    def __init__(self, index: faiss.IndexFlat) -> None:
+        self.index = index
+        self.array = faiss.rev_swig_ptr(index.get_xb(), index.ntotal * index.d).reshape(index.ntotal, index.d)
+
+    def __len__(self) -> int:
+        return len(self.array)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        return self.array[key]
 
 
 class RowFile:
@@ -347,6 +378,9 @@ class QdrantStore:
         points = self.client.retrieve(self.collection, ids=list(range(start, start + n)), with_vectors=True)
         by_id = {int(p.id): p.vector for p in points}
         return np.asarray([by_id[i] for i in range(start, start + n)], dtype=np.float32)
+
+    def exact_rows(self) -> Rows | None:
+        return None
 
     def save(self, folder: Path) -> None:
         """Points are written as they are added; an embedded store is closed (a build's folder is renamed next)."""

@@ -7,6 +7,7 @@ came from another retriever (BM25, or several keyword queries) against one new q
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -15,13 +16,17 @@ from tandem.index.store import DocStore
 from tandem.rerank.base import ranked
 from tandem.types import Hit
 
+if TYPE_CHECKING:
+    from tandem.index.vectors import Rows
+
 
 class BiEncoderReranker:
-    """score(q, d) = cos(E(q), E(d)); document vectors come from the FAISS index when it has them."""
+    """score(q, d) = cos(E(q), E(d)); document vectors come from the vector store's
+    exact rows (row-indexable, not copied) when it keeps them, else from the encoder."""
 
     name = "bi_encoder"
 
-    def __init__(self, encoder: Encoder, store: DocStore, doc_vectors: np.ndarray | None = None) -> None:
+    def __init__(self, encoder: Encoder, store: DocStore, doc_vectors: np.ndarray | Rows | None = None) -> None:
         self.encoder, self.store, self.doc_vectors = encoder, store, doc_vectors
 
     def _vectors(self, doc_ids: Sequence[str]) -> np.ndarray:
