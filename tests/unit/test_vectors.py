@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faiss
 import numpy as np
 import pytest
 
@@ -156,3 +157,18 @@ def test_row_file_reads_the_rows_asked_for(tmp_path):
     assert file[48:60].shape == (2, 8)  # a slice is clipped like an array's
     with pytest.raises(IndexError, match="row out of range 0..49"):
         file[np.array([50])]
+
+
+@pytest.mark.parametrize("kind", ["ivf", "ivfpq", "hnsw"])
+def test_an_opened_store_searches_with_the_params_it_is_opened_with(tmp_path, data, kind):
+    x, _, _ = data
+    params = {"faiss": kind, "nlist": 16, "nprobe": 2, "ef_search": 16, "pq_m": 8, "pq_nbits": 6}
+    built = new_store(params, DIM, tmp_path)
+    built.train(x)
+    built.add(x)
+    built.save(tmp_path)
+    wider = open_store(tmp_path, {**built.params, "nprobe": 9, "ef_search": 99})
+    if kind == "hnsw":
+        assert wider.index.hnsw.efSearch == 99
+    else:
+        assert faiss.extract_index_ivf(wider.index).nprobe == 9  # not the 2 saved inside the FAISS file

@@ -130,6 +130,7 @@ class FaissStore:
         if index is None and kind in ("flat", "hnsw"):
             self.index = (faiss.IndexFlatIP(dim) if kind == "flat"
                           else faiss.IndexHNSWFlat(dim, self.params["hnsw_m"], faiss.METRIC_INNER_PRODUCT))
+        if self.index is not None:  # an opened index searches with these params, not the ones saved in it
             self._set_search_params()
 
     @property
