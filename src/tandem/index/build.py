@@ -222,7 +222,7 @@ EXTENDABLE = ("flat", "ivf", "hnsw")  # FAISS kinds --add extends in place; othe
 def _vector_index(params: dict[str, Any], shards: Sequence[np.ndarray], folder: Path,
                   base: Path | None = None) -> dict[str, Any]:
     """The one place the vector store is made (:mod:`tandem.index.vectors`): the ``base`` index's store
-    extended, or a new one trained on the first vectors (IVF: up to 256 a list, as FAISS samples), filled
+    extended, or a new one (IVF kinds trained on the first vectors, up to 256 a list, as FAISS samples), filled
     with the memory-mapped shard vectors block by block and saved into ``folder``; returns the
     parameters to record."""
     total = sum(len(s) for s in shards)
@@ -233,12 +233,14 @@ def _vector_index(params: dict[str, Any], shards: Sequence[np.ndarray], folder: 
                               f"(it can: faiss {', '.join(EXTENDABLE)}): rebuild the index with the new documents")
         store: VectorStore = open_store(base, params)
     else:
-        if params.get("faiss") in ("ivf", "ivfpq") and not params.get("nlist"):
+        trains = params.get("store", "faiss") == "faiss" and params.get("faiss") in ("ivf", "ivfpq")
+        if trains and not params.get("nlist"):
             params = {**params, "nlist": default_nlist(total)}
         store = new_store(params, shards[0].shape[1], folder)
-        sample = min(total, 256 * params["nlist"]) if params.get("nlist") else len(shards[0])
-        picked = training_rows(params, sample)  # IVF-PQ: only train_size of them are read
-        store.train(np.concatenate(list(_rows(shards, 0, sample))) if picked is None else _take(shards, picked))
+        if trains:  # IVF learns its lists (and PQ its codes) from a sample; flat, HNSW and Qdrant need none
+            sample = min(total, 256 * params["nlist"])
+            picked = training_rows(params, sample)  # IVF-PQ: only train_size of them are read
+            store.train(np.concatenate(list(_rows(shards, 0, sample))) if picked is None else _take(shards, picked))
     for block in _rows(shards, 0, total):
         store.add(block)
     store.save(folder)
