@@ -5,7 +5,8 @@ The public API (:mod:`tandem.api`): ``index_documents``, ``open_index``, ``load_
 
 from typing import Any
 
-__version__ = "0.1.0"
+from tandem.version import __version__
+
 _API = ("as_documents", "ask", "index_documents", "load_method", "open_index")
 
 

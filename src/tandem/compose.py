@@ -1,43 +1,27 @@
 """The composition layer: one place that turns settings into a runnable method.
 
-A method's file holds its algorithm and nothing else; here its settings (``tandem.methods.settings``)
-are validated and its parts built - the retriever over the index, the reranker, role LLMs, RaLa, the
-R²-Former checkpoint - and handed to it. The CLI, the trainers, the HTTP server and Python callers all
-build methods through :func:`build_method` / :func:`build_runnable`."""
+A method's file holds its algorithm and, at its end, its registry entry (:data:`tandem.registry.METHODS`):
+a builder that receives the :class:`Parts` built here - the LLM, the index, the search over it, the store -
+and the method's validated settings, and builds what else it needs (a reranker through
+:func:`build_reranker`, role LLMs, RaLa, an R²-Former checkpoint). The CLI, the trainers, the HTTP server and
+Python callers all build methods through :func:`build_method` / :func:`build_runnable`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tandem.config import RetrieverConfig, Settings
+from tandem.config import RetrieverConfig
 from tandem.errors import ConfigError
 from tandem.index.build import Index
 from tandem.index.store import DocStore
 from tandem.llm.types import LLM
 from tandem.methods.base import Method, Search
-from tandem.methods.cooprag import CoopRAG
-from tandem.methods.direct import Direct
-from tandem.methods.dualrag import DualRAG
-from tandem.methods.genground import GenGround
-from tandem.methods.ircot import IRCoT
-from tandem.methods.iter_retgen import IterRetGen
-from tandem.methods.metarag import MetaRAG
-from tandem.methods.naive_rag import NaiveRAG
-from tandem.methods.oracle import Oracle
-from tandem.methods.settings import (
-    SETTINGS,
-    CoopRAGSettings,
-    DualRAGSettings,
-    GenGroundSettings,
-    IterRetGenSettings,
-    MetaRAGSettings,
-    NaiveRAGSettings,
-    R2AGSettings,
-    RerankSettings,
-)
+from tandem.methods.settings import RerankSettings
+from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
+from tandem.settings import Settings
 from tandem.types import Document
 
 
@@ -82,13 +66,14 @@ def build_reranker(s: RerankSettings, store: DocStore, index: Index | None = Non
     return BiEncoderReranker(index.encoder, store, index.faiss.exact_rows() if index.has("dense") else None)
 
 
-def _load_role_llms(llm: LLM, specs: Mapping[str, str]) -> dict[str, LLM]:
+def load_role_llms(llm: LLM, specs: Mapping[str, str]) -> dict[str, LLM]:
+    """Role -> LLM: ``llm`` itself where the spec is its own, else the spec loaded."""
     from tandem.llm.registry import load_llm
 
     return {role: llm if spec == llm.spec else load_llm(spec) for role, spec in specs.items()}
 
 
-def _dense_search(parts: Parts, search: Search) -> Search:
+def dense_search(parts: Parts, search: Search) -> Search:
     """The index's dense part as the search (DualRAG's keywords, CoopRAG's first stage), when it has one."""
     from tandem.retrieve.dense import DenseRetriever
 
@@ -97,119 +82,9 @@ def _dense_search(parts: Parts, search: Search) -> Search:
     return Search(DenseRetriever(parts.index), search.store)
 
 
-def _naive_rag(parts: Parts, s: NaiveRAGSettings) -> Method:
-    search = parts.need_search("naive_rag")
-    return NaiveRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
-
-
-def _iter_retgen(parts: Parts, s: IterRetGenSettings) -> Method:
-    search = parts.need_search("iter_retgen")
-    return IterRetGen(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
-
-
-def _genground(parts: Parts, s: GenGroundSettings) -> Method:
-    search = parts.need_search("genground")
-    return GenGround(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
-
-
-def _metarag(parts: Parts, s: MetaRAGSettings) -> Method:
-    """MetaRAG's monitor compares answers with ``monitor_encoder``, else the index's encoder, else the embedded
-    MiniLM; it is loaded on the monitor's first use."""
-    from tandem.index.encoder import Encoder, load_encoder
-    from tandem.models import DEFAULT_ENCODER
-
-    search = parts.need_search("metarag")
-    index = parts.index
-
-    def encoder() -> Encoder:
-        if s.monitor_encoder is None and index is not None and index.manifest.encoder is not None:
-            return index.encoder
-        return load_encoder(s.monitor_encoder or DEFAULT_ENCODER)
-
-    return MetaRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, index), encoder=encoder)
-
-
-def _dualrag(parts: Parts, s: DualRAGSettings) -> Method:
-    search = parts.need_search("dualrag")
-    if s.keyword_retriever == "dense":
-        search = _dense_search(parts, search)
-    return DualRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index),
-                   role_llms=_load_role_llms(parts.llm, s.role_llms))
-
-
-def _cooprag(parts: Parts, s: CoopRAGSettings) -> Method:
-    """RaLa from the index's stored features (``--extras rala``) or computed at query time; the first stage
-    is the index's dense part (sharing RaLa's forward pass) unless ``first_stage="index"``."""
-    from tandem.rerank.rala import SharedDenseRetriever, open_rala
-
-    search = parts.need_search("cooprag")
-    index = parts.index
-    rala = None
-    if s.reranker == "rala":
-        if index is None:
-            raise ConfigError("RaLa needs the index behind the retriever: build the method with its index")
-        rala = open_rala(index, encoder=s.encoder, layers=tuple(s.layers), cls=s.cls, omega=s.omega,
-                         variant=s.variant, fuse=s.fuse)
-    if s.first_stage == "dense":
-        if index is None or not index.has("dense"):
-            raise ConfigError("CoopRAG's first stage is dense: give a dense or hybrid index, or set first_stage=index")
-        if rala is not None and SharedDenseRetriever.compatible(index, rala.encoder):
-            search = Search(SharedDenseRetriever(index, rala), search.store)
-        else:
-            search = _dense_search(parts, search)
-    return CoopRAG(parts.llm, search, rala, s)
-
-
-def _r2ag(parts: Parts, s: R2AGSettings) -> Method:
-    """R²AG from a checkpoint folder (``r2former``): its R²-Former, its LoRA adapter if any, its encoder."""
-    from pathlib import Path
-
-    from tandem.index.encoder import load_encoder
-    from tandem.methods.r2ag import R2AG, apply_lora, embedding_backend
-    from tandem.train.r2former import LORA_DIR, load_r2former
-
-    if not s.r2former:
-        raise ConfigError("r2ag needs a trained R²-Former: --r2former PATH (make one with `tandem train r2ag`)")
-    model = load_r2former(s.r2former)
-    backend = embedding_backend(parts.llm, s.embeddings_from)
-    if (Path(s.r2former) / LORA_DIR).is_dir():
-        apply_lora(backend, Path(s.r2former) / LORA_DIR)
-    return R2AG(backend, model, load_encoder(s.encoder or model.config.encoder), s, search=parts.search,
-                store=parts.store)
-
-
-# name -> builder(parts, validated settings); settings models in tandem.methods.settings.SETTINGS
-METHODS: dict[str, Callable[[Parts, Any], Method]] = {
-    "direct": lambda parts, s: Direct(parts.llm, s),
-    "naive_rag": _naive_rag,
-    "oracle": lambda parts, s: Oracle(parts.llm, parts.need_store("oracle"), s),
-    "ircot": lambda parts, s: IRCoT(parts.llm, parts.need_search("ircot"), s,
-                                    reranker=build_reranker(s, parts.need_search("ircot").store, parts.index)),
-    "dualrag": _dualrag,
-    "cooprag": _cooprag,
-    "r2ag": _r2ag,
-    "iter_retgen": _iter_retgen,
-    "genground": _genground,
-    "metarag": _metarag,
-}
-NEEDS_INDEX = {"naive_rag", "ircot", "dualrag", "cooprag", "r2ag", "iter_retgen", "genground", "metarag"}
-
-
-def method_settings_model(name: str) -> type[Settings]:
-    """Method ``name``'s settings model; an unknown name is a ConfigError listing the methods."""
-    if name not in METHODS:
-        raise ConfigError(f"unknown method {name!r}; choose one of {sorted(METHODS)}")
-    return SETTINGS[name]
-
-
-def describe_settings(name: str) -> dict[str, dict[str, Any]]:
-    """Method ``name``'s settings: each one's ``type``, ``default`` and ``doc``."""
-    return method_settings_model(name).describe()
-
-
-def method_settings(name: str) -> dict[str, Any]:
-    """Method ``name``'s settings with their defaults."""
-    return {k: v["default"] for k, v in describe_settings(name).items()}
+def needs_index(method: str) -> bool:
+    """Whether method ``method`` retrieves (its registry entry needs an index)."""
+    return "index" in METHODS.get(method).needs
 
 
 def index_behind(retriever: Any) -> Index | None:
@@ -225,13 +100,13 @@ def build_method(name: str, llm: LLM, search: Search | None = None, store: DocSt
                  **more: Any) -> Method:
     """Method ``name`` built from its settings (a model, a mapping, or keywords; unknown keys are a
     ConfigError naming the valid ones). ``index`` defaults to the one behind ``search``'s retriever."""
-    model = method_settings_model(name)
+    entry = METHODS.get(name)
     given = settings.to_dict() if isinstance(settings, Settings) else dict(settings or {})
-    validated = model.from_dict({**given, **more}, where=f"{name} settings")
+    validated = entry.validate({**given, **more}, where=f"{name} settings")
     if index is None and search is not None:
         index = index_behind(search.retriever)
-    return METHODS[name](Parts(llm, index, search, store if store is not None else search.store if search else None),
-                         validated)
+    return entry.build(Parts(llm, index, search, store if store is not None else search.store if search else None),
+                       validated)
 
 
 def build_runnable(method: str, llm: LLM, index: Index | None = None, settings: Mapping[str, Any] | None = None,
@@ -242,7 +117,7 @@ def build_runnable(method: str, llm: LLM, index: Index | None = None, settings: 
     store that resolves its document ids."""
     from tandem.retrieve import open_retriever
 
-    if method in NEEDS_INDEX and index is None:
+    if needs_index(method) and index is None:
         raise ConfigError(f"method {method!r} retrieves: it needs an index")
     search = store = None
     if index is not None:
@@ -254,5 +129,5 @@ def build_runnable(method: str, llm: LLM, index: Index | None = None, settings: 
     return build_method(method, llm, search, store, index=index, settings=settings), store
 
 
-__all__ = ["METHODS", "NEEDS_INDEX", "Parts", "build_method", "build_reranker", "build_runnable",
-           "describe_settings", "method_settings", "method_settings_model"]
+__all__ = ["Parts", "build_method", "build_reranker", "build_runnable", "dense_search", "index_behind",
+           "load_role_llms", "needs_index"]

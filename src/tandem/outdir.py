@@ -28,9 +28,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tandem import __version__
 from tandem.errors import ConfigError
 from tandem.io import atomic_open, atomic_path, write_json_atomic
+from tandem.version import __version__
 
 MARKER = ".tandem.json"
 

@@ -15,7 +15,8 @@ from tandem.corpus import load_dataset
 from tandem.eval.qa_metrics import f1_score
 from tandem.index import build_index, open_index
 from tandem.llm import load_llm
-from tandem.methods import METHODS, Search, build_method
+from tandem.methods import Search, build_method
+from tandem.registry import METHODS
 from tandem.retrieve import open_retriever
 
 pytestmark = pytest.mark.integration

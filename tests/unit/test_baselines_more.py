@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from tandem.errors import ConfigError
-from tandem.methods import METHODS, NEEDS_INDEX, Search, build_method
+from tandem.methods import Search, build_method
+from tandem.registry import METHODS
 from tandem.methods.genground import ASK, GROUND, PLAN, parse_ground, parse_ground_json, parse_plan
 from tandem.methods.ircot import ANSWER_MARKER
 from tandem.methods.metarag import (
@@ -61,7 +62,7 @@ def _pseudo(answer: str) -> str:
 
 def test_registered_and_need_an_index(search):
     for name in ("iter_retgen", "genground", "metarag"):
-        assert name in METHODS and name in NEEDS_INDEX
+        assert name in METHODS and "index" in METHODS.get(name).needs
         with pytest.raises(ConfigError, match="give it an index"):
             build_method(name, FakeLLM())
     # MetaRAG's monitor encoder loads on first use, not at build time

@@ -10,22 +10,23 @@ from tests.conftest import shared
 from typer.testing import CliRunner
 
 from tandem.cli import app
-from tandem.compose import build_method, describe_settings
+from tandem.compose import build_method
 from tandem.config import RunConfig, read_config_file
 from tandem.errors import ConfigError
 from tandem.eval.runner import PREDICTIONS
-from tandem.methods.settings import SETTINGS, DualRAGSettings
+from tandem.methods.settings import DualRAGSettings
+from tandem.registry import METHODS
 from tandem.testing.fake_llm import FakeLLM
 
 
 def test_every_method_documents_every_setting_and_round_trips():
-    for name, model in SETTINGS.items():
-        described = describe_settings(name)
+    for entry in METHODS.entries():
+        name, model, described = entry.name, entry.settings, entry.describe()
         assert described and all(info["doc"] for info in described.values()), name
         if name != "r2ag":  # r2ag's checkpoint is required at build time, not by the model
             defaults = model().to_dict()
             assert model.from_dict(defaults) == model() and set(defaults) == set(described)
-    assert describe_settings("dualrag")["max_iter"]["default"] == 5
+    assert METHODS.get("dualrag").describe()["max_iter"]["default"] == 5
 
 
 def test_settings_errors_name_the_key_and_the_valid_ones():

@@ -8,7 +8,8 @@ import pytest
 from tandem.errors import ConfigError, ParseError
 from tandem.index import build_index, open_index
 from tandem.index.store import DocStore
-from tandem.methods import METHODS, NEEDS_INDEX, Search, build_method
+from tandem.methods import Search, build_method
+from tandem.registry import METHODS
 from tandem.methods import cooprag_prompts as P
 from tandem.methods.cooprag import CoopRAG, render_query
 from tandem.methods.settings import CoopRAGSettings
@@ -158,7 +159,7 @@ def test_parsers_tolerate_small_model_output():
 
 
 def test_registered_and_built_from_settings(small_docs, tmp_path):
-    assert "cooprag" in METHODS and "cooprag" in NEEDS_INDEX
+    assert "cooprag" in METHODS and "index" in METHODS.get("cooprag").needs
     build_index(small_docs, tmp_path / "idx", kind="hybrid", encoder=HashingEncoder())
     idx = open_index(tmp_path / "idx")
     idx.__dict__["encoder"] = HashingEncoder()  # the test encoder is not loadable by name

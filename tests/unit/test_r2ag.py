@@ -19,7 +19,8 @@ from tandem.index.store import DocStore
 from tandem.llm.hf import HFLLM
 from tandem.llm.openai_compat import OpenAILLM, encode_prompt_embeds
 from tandem.llm.types import LLMRequest
-from tandem.methods import METHODS, NEEDS_INDEX, Search, build_method
+from tandem.methods import Search, build_method
+from tandem.registry import METHODS
 from tandem.methods import r2ag_prompts as P
 from tandem.methods.r2ag import R2AG, embedding_backend, inject
 from tandem.methods.settings import R2AGSettings
@@ -265,7 +266,7 @@ def test_backend_without_embeddings_is_a_clear_error(tmp_path):
         embedding_backend(FakeLLM("x"))
     with pytest.raises(ConfigError, match="enable-prompt-embeds"):
         embedding_backend(OpenAILLM("m", "http://127.0.0.1:9/v1"))
-    assert "r2ag" in METHODS and "r2ag" in NEEDS_INDEX
+    assert "r2ag" in METHODS and "index" in METHODS.get("r2ag").needs
     with pytest.raises(ConfigError, match="--r2former"):
         build_method("r2ag", FakeLLM("x"), Search(None, DocStore([])))  # type: ignore[arg-type]
 

@@ -55,7 +55,7 @@ def _expand_multi_value_options(argv: list[str], options: tuple[str, ...] = ("--
 
 def _version(value: bool) -> None:
     if value:
-        from tandem import __version__
+        from tandem.version import __version__
 
         out.print(f"tandem {__version__}")
         raise typer.Exit()

@@ -67,15 +67,15 @@ def methods(
     """List the registered methods, or one method's settings (``--set KEY=VALUE``) with their defaults."""
     import json
 
-    from tandem.methods import METHODS, describe_settings
+    from tandem.registry import METHODS
 
     if name is None:
         if as_json:
-            out.print_json(json.dumps(sorted(METHODS)))
-        for method in sorted(METHODS) if not as_json else ():
+            out.print_json(json.dumps(METHODS.names()))
+        for method in METHODS.names() if not as_json else ():
             out.print(method)
         return
-    settings = describe_settings(name)
+    settings = METHODS.get(name).describe()
     if as_json:
         out.print_json(json.dumps({"method": name, "settings": settings}))
         return

@@ -8,15 +8,20 @@ and in a separately supplied corpus file.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from tandem.corpus.sources import join_sentences
 from tandem.types import Document, Question, doc_id_for
 
 
 class MissingField(Exception):
     """A record lacks a required field; the loader turns it into a DataError with file:line."""
+
+
+def join_sentences(sentences: Iterable[str]) -> str:
+    """A passage's text from its sentences, as HotpotQA-style parsers and title maps both join them
+    (so the same paragraph gets the same content id either way)."""
+    return " ".join(str(s).strip() for s in sentences)
 
 
 def need(rec: dict[str, Any], key: str, kind: type | tuple[type, ...] | None = None) -> Any:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from tandem.corpus.formats import detect_record, join_sentences
 from tandem.errors import DataError
 from tandem.io import ReadStats, is_json_array_file, open_bytes, read_json_records, read_jsonl
 
@@ -33,11 +34,6 @@ def is_hf_saved(path: Path) -> bool:
     """True for a folder written by ``Dataset.save_to_disk`` / ``DatasetDict.save_to_disk``."""
     return path.is_dir() and any((path / name).is_file() for name in HF_SAVED_MARKERS)
 
-
-def join_sentences(sentences: Iterable[str]) -> str:
-    """A passage's text from its sentences, as HotpotQA-style parsers and title maps both join them
-    (so the same paragraph gets the same content id either way)."""
-    return " ".join(str(s).strip() for s in sentences)
 
 
 def iter_records(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | None = None) -> Records:
@@ -102,8 +98,6 @@ def is_title_map(obj: dict[str, Any]) -> bool:
 def _object_records(obj: dict[str, Any], path: Path) -> Records:
     """A file holding one JSON object: a title -> text(s) map, each entry then a passage ``{title,
     text}`` numbered from 1 in file order; else the object is the file's one record."""
-    from tandem.corpus.formats import detect_record
-
     if detect_record(obj) != "unknown" or not is_title_map(obj):
         yield 1, obj  # a one-record file; the format sniffer names what it could not recognise
         return

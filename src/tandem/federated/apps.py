@@ -32,7 +32,7 @@ from flwr.serverapp.strategy import FedAvg
 
 from tandem.federated.bench_io import Bench
 from tandem.federated.local import evaluate, open_store, shared_model, train_local
-from tandem.federated.spec import RunSpec
+from tandem.federated.spec import RunSpec, check_spec
 from tandem.io import atomic_open, write_jsonl_atomic
 
 ROUNDS_FILE = "rounds.jsonl"
@@ -168,7 +168,6 @@ def initial_arrays(spec: RunSpec) -> ArrayRecord:
 
 def run_server(grid: Grid, spec: RunSpec) -> dict[str, Any]:
     """Algorithm 1's outer loop on Flower: ``spec.rounds`` rounds of FedAvg, then the result summary."""
-    from tandem.federated.corag import check_spec
 
     n = spec.client_count(check_spec(spec).clients)
     strategy = CoRAGFedAvg(spec, n)

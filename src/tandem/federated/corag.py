@@ -31,7 +31,7 @@ from tandem.eval.rundir import RunDir
 from tandem.federated.bench_io import Bench
 from tandem.federated.fedavg import fedavg
 from tandem.federated.local import evaluate, open_store, shared_model, summarize, train_local
-from tandem.federated.spec import RunSpec
+from tandem.federated.spec import RunSpec, check_spec
 from tandem.io import write_jsonl_atomic
 
 Progress = Callable[[str, int, int], None]
@@ -76,20 +76,6 @@ class PeakRSS:
     @property
     def peak_gib(self) -> float:
         return round(self.peak_bytes / 2**30, 2)
-
-
-def check_spec(spec: RunSpec) -> Bench:
-    """Open the bench and check the run settings against it before any model is loaded."""
-    bench = Bench(spec.bench)
-    bench.train_store(spec.variant, None)  # unknown variant -> ConfigError naming the variants
-    spec.client_count(bench.clients)
-    if not 1 <= spec.shots <= max(bench.manifest["shots"]):
-        raise ConfigError(f"shots={spec.shots}; the bench has 1..{max(bench.manifest['shots'])} training pairs per client")
-    if spec.split not in ("dev", "test"):
-        raise ConfigError(f"split must be 'dev' or 'test', got {spec.split!r}")
-    if spec.rounds < 1:
-        raise ConfigError(f"rounds must be >= 1, got {spec.rounds}")
-    return bench
 
 
 def _eval_clients(spec: RunSpec, bench: Bench, model: Any, mode: str, out: RunDir | None,

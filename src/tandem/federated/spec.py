@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from tandem.errors import ConfigError
+from tandem.federated.bench_io import Bench
 from tandem.federated.local import TrainSettings
 from tandem.federated.model import ModelConfig
 
@@ -89,3 +90,17 @@ def _sub(kind: type, raw: dict[str, Any]) -> Any:
         raise ConfigError(f"unknown {kind.__name__} settings {unknown}; known: {sorted(known)}")
     out = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
     return kind(**out)
+
+
+def check_spec(spec: RunSpec) -> Bench:
+    """Open the bench and check the run settings against it before any model is loaded."""
+    bench = Bench(spec.bench)
+    bench.train_store(spec.variant, None)  # unknown variant -> ConfigError naming the variants
+    spec.client_count(bench.clients)
+    if not 1 <= spec.shots <= max(bench.manifest["shots"]):
+        raise ConfigError(f"shots={spec.shots}; the bench has 1..{max(bench.manifest['shots'])} training pairs per client")
+    if spec.split not in ("dev", "test"):
+        raise ConfigError(f"split must be 'dev' or 'test', got {spec.split!r}")
+    if spec.rounds < 1:
+        raise ConfigError(f"rounds must be >= 1, got {spec.rounds}")
+    return bench

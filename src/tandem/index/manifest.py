@@ -9,10 +9,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tandem import __version__
 from tandem.errors import IndexError_, IndexMismatchError
 from tandem.io import write_json_atomic
 from tandem.types import Document
+from tandem.version import __version__
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"

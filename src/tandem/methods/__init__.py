@@ -1,6 +1,6 @@
-"""QA methods, one file each, behind the ``Method`` protocol. Their settings are in
-:mod:`tandem.methods.settings`; :mod:`tandem.compose` builds them (``build_method`` and the ``METHODS``
-registry are re-exported here)."""
+"""QA methods, one file each, behind the ``Method`` protocol. Their settings models are in
+:mod:`tandem.methods.settings`; each method file ends with its entry in :data:`tandem.registry.METHODS`, and
+:mod:`tandem.compose` builds them (``build_method``, re-exported here for convenience)."""
 
 from __future__ import annotations
 
@@ -8,16 +8,14 @@ from typing import Any
 
 from tandem.methods.base import Method, Search
 
-_FROM_COMPOSE = ("METHODS", "NEEDS_INDEX", "build_method", "describe_settings", "method_settings")
-
 
 def __getattr__(name: str) -> Any:
-    """The registry and builders live in :mod:`tandem.compose` (imported on first use: no import cycle)."""
-    if name in _FROM_COMPOSE:
-        from tandem import compose
+    """``build_method`` lives in :mod:`tandem.compose` (imported on first use)."""
+    if name == "build_method":
+        from tandem.compose import build_method
 
-        return getattr(compose, name)
+        return build_method
     raise AttributeError(f"module 'tandem.methods' has no attribute {name!r}")
 
 
-__all__ = ["METHODS", "NEEDS_INDEX", "Method", "Search", "build_method", "describe_settings", "method_settings"]
+__all__ = ["Method", "Search", "build_method"]

@@ -21,10 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+from tandem.compose import Parts, dense_search
+from tandem.errors import ConfigError
 from tandem.llm.types import LLM, Message
 from tandem.methods import cooprag_prompts as P
 from tandem.methods.base import Search, call_llm, call_structured, role_budgets
 from tandem.methods.settings import CoopRAGSettings
+from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Hit, Question, Step, Trace
 
@@ -124,3 +127,27 @@ class CoopRAG:
         unrolled = self.unroll(question.text, trace.add(Step("unroll")))
         _, docs = self.retrieve(render_query(question.text, unrolled, self.query, self.masks), trace)
         return Answer(question.id, self.complete_and_answer(question.text, unrolled, docs, trace), trace, self.name)
+
+
+@METHODS.register("cooprag", settings=CoopRAGSettings, needs=("index",))
+def build(parts: Parts, s: CoopRAGSettings) -> CoopRAG:
+    """RaLa from the index's stored features (``--extras rala``) or computed at query time; the first stage
+    is the index's dense part (sharing RaLa's forward pass) unless ``first_stage="index"``."""
+    from tandem.rerank.rala import SharedDenseRetriever, open_rala
+
+    search = parts.need_search("cooprag")
+    index = parts.index
+    rala = None
+    if s.reranker == "rala":
+        if index is None:
+            raise ConfigError("RaLa needs the index behind the retriever: build the method with its index")
+        rala = open_rala(index, encoder=s.encoder, layers=tuple(s.layers), cls=s.cls, omega=s.omega,
+                         variant=s.variant, fuse=s.fuse)
+    if s.first_stage == "dense":
+        if index is None or not index.has("dense"):
+            raise ConfigError("CoopRAG's first stage is dense: give a dense or hybrid index, or set first_stage=index")
+        if rala is not None and SharedDenseRetriever.compatible(index, rala.encoder):
+            search = Search(SharedDenseRetriever(index, rala), search.store)
+        else:
+            search = dense_search(parts, search)
+    return CoopRAG(parts.llm, search, rala, s)

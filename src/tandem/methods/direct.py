@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from tandem.compose import Parts
 from tandem.llm.types import LLM
 from tandem.methods.base import brief_answer_messages, call_llm, clean_answer
 from tandem.methods.settings import DirectSettings
+from tandem.registry import METHODS
 from tandem.types import Answer, Question, Step, Trace
 
 
@@ -23,3 +25,9 @@ class Direct:
         text = call_llm(self.llm, step, "answer", brief_answer_messages(question.text),
                         max_tokens=self.max_tokens, temperature=self.temperature)
         return Answer(question.id, clean_answer(text), trace, self.name)
+
+
+@METHODS.register("direct", settings=DirectSettings)
+def build(parts: Parts, s: DirectSettings) -> Direct:
+    """Direct over the run's LLM (no index)."""
+    return Direct(parts.llm, s)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from tandem.compose import Parts, build_reranker, dense_search, load_role_llms
 from tandem.errors import ConfigError
 from tandem.llm.types import LLM, Message
 from tandem.methods import dualrag_prompts as P
@@ -47,6 +48,7 @@ from tandem.methods.base import (
 )
 from tandem.methods.ircot import extract_answer, first_sentence
 from tandem.methods.settings import DualRAGSettings
+from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Hit, Question, Step, Trace
 
@@ -227,3 +229,14 @@ class DualRAG:
         """One structured exchange of ``role`` (one repair round); (value or None, the first raw reply)."""
         return call_structured(self.llms[role.name], step, self.roles[role.name], messages, parse, temperature=self.temperature,
                                stop=P.JSON_STOP, send_schema=self.send_schema, fallback=fallback)
+
+
+@METHODS.register("dualrag", settings=DualRAGSettings, needs=("index",))
+def build(parts: Parts, s: DualRAGSettings) -> DualRAG:
+    """DualRAG over the index's search (its dense part for keywords unless ``keyword_retriever="index"``),
+    with the settings' reranker and role LLMs."""
+    search = parts.need_search("dualrag")
+    if s.keyword_retriever == "dense":
+        search = dense_search(parts, search)
+    return DualRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index),
+                   role_llms=load_role_llms(parts.llm, s.role_llms))

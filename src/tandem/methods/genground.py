@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tandem.compose import Parts, build_reranker
 from tandem.errors import ParseError
 from tandem.llm.jsonparse import parse_json
 from tandem.llm.types import LLM, Message
@@ -43,6 +44,7 @@ from tandem.methods.base import (
     search_reranked,
 )
 from tandem.methods.settings import GenGroundSettings
+from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace
 
@@ -221,3 +223,10 @@ class GenGround:
         text = call_llm(self.llm, final, "answer", brief_answer_messages(question.text, notes=notes),
                         max_tokens=self.max_tokens, temperature=self.temperature)
         return Answer(question.id, clean_answer(text), trace, self.name)
+
+
+@METHODS.register("genground", settings=GenGroundSettings, needs=("index",))
+def build(parts: Parts, s: GenGroundSettings) -> GenGround:
+    """GenGround over the index's search, with the settings' reranker."""
+    search = parts.need_search("genground")
+    return GenGround(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from tandem.compose import Parts, build_reranker
 from tandem.llm.types import LLM, Message
 from tandem.methods.base import (
     Search,
@@ -23,6 +24,7 @@ from tandem.methods.base import (
     search_reranked,
 )
 from tandem.methods.settings import IRCoTSettings
+from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace
 
@@ -120,3 +122,10 @@ class IRCoT:
                         brief_answer_messages(question.text, docs, "Reasoning so far:\n" + "\n".join(thoughts)),
                         max_tokens=32, temperature=self.temperature)
         return Answer(question.id, clean_answer(text), trace, self.name)
+
+
+@METHODS.register("ircot", settings=IRCoTSettings, needs=("index",))
+def build(parts: Parts, s: IRCoTSettings) -> IRCoT:
+    """IRCoT over the index's search, with the settings' reranker."""
+    search = parts.need_search("ircot")
+    return IRCoT(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))

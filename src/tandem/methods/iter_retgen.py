@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from tandem.compose import Parts, build_reranker
 from tandem.llm.types import LLM, Message
 from tandem.methods.base import (
     Search,
@@ -22,6 +23,7 @@ from tandem.methods.base import (
 )
 from tandem.methods.ircot import ANSWER_MARKER, DEMO, extract_answer
 from tandem.methods.settings import IterRetGenSettings
+from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace
 
@@ -69,3 +71,10 @@ class IterRetGen:
                         brief_answer_messages(question.text, docs, "Reasoning so far:\n" + generation),
                         max_tokens=32, temperature=self.temperature)
         return Answer(question.id, clean_answer(text), trace, self.name)
+
+
+@METHODS.register("iter_retgen", settings=IterRetGenSettings, needs=("index",))
+def build(parts: Parts, s: IterRetGenSettings) -> IterRetGen:
+    """Iter-RetGen over the index's search, with the settings' reranker."""
+    search = parts.need_search("iter_retgen")
+    return IterRetGen(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tandem.compose import Parts, build_reranker
 from tandem.errors import ConfigError, ParseError
 from tandem.index.encoder import Encoder
 from tandem.llm.jsonparse import parse_json
@@ -47,6 +48,7 @@ from tandem.methods.base import (
     search_reranked,
 )
 from tandem.methods.settings import MetaRAGSettings
+from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace
 
@@ -214,3 +216,20 @@ class MetaRAG:
             step.notes["suggestion"] = suggestion
         return Answer(question.id, gen.answer, trace, self.name)
 
+
+@METHODS.register("metarag", settings=MetaRAGSettings, needs=("index",))
+def build(parts: Parts, s: MetaRAGSettings) -> MetaRAG:
+    """MetaRAG over the index's search; its monitor compares answers with ``monitor_encoder``, else the index's
+    encoder, else the embedded MiniLM, loaded on the monitor's first use."""
+    from tandem.index.encoder import load_encoder
+    from tandem.models import DEFAULT_ENCODER
+
+    search = parts.need_search("metarag")
+    index = parts.index
+
+    def encoder() -> Encoder:
+        if s.monitor_encoder is None and index is not None and index.manifest.encoder is not None:
+            return index.encoder
+        return load_encoder(s.monitor_encoder or DEFAULT_ENCODER)
+
+    return MetaRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, index), encoder=encoder)

@@ -4,9 +4,11 @@ both are settings here, with deterministic decoding by default)."""
 
 from __future__ import annotations
 
+from tandem.compose import Parts, build_reranker
 from tandem.llm.types import LLM
 from tandem.methods.base import Search, brief_answer_messages, call_llm, clean_answer, search_reranked
 from tandem.methods.settings import NaiveRAGSettings
+from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Question, Step, Trace
 
@@ -32,3 +34,10 @@ class NaiveRAG:
         text = call_llm(self.llm, answer_step, "answer", brief_answer_messages(question.text, docs),
                         max_tokens=self.max_tokens, temperature=self.temperature)
         return Answer(question.id, clean_answer(text), trace, self.name)
+
+
+@METHODS.register("naive_rag", settings=NaiveRAGSettings, needs=("index",))
+def build(parts: Parts, s: NaiveRAGSettings) -> NaiveRAG:
+    """NativeRAG over the index's search, with the settings' reranker."""
+    search = parts.need_search("naive_rag")
+    return NaiveRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))

@@ -6,11 +6,13 @@
 
 from __future__ import annotations
 
+from tandem.compose import Parts
 from tandem.errors import DataError
 from tandem.index.store import DocStore
 from tandem.llm.types import LLM
 from tandem.methods.base import brief_answer_messages, call_llm, clean_answer
 from tandem.methods.settings import OracleSettings
+from tandem.registry import METHODS
 from tandem.types import Answer, Document, Question, Step, Trace
 
 
@@ -41,3 +43,9 @@ class Oracle:
         text = call_llm(self.llm, step, "answer", brief_answer_messages(question.text, docs),
                         max_tokens=self.max_tokens, temperature=self.temperature)
         return Answer(question.id, clean_answer(text), trace, self.name)
+
+
+@METHODS.register("oracle", settings=OracleSettings)
+def build(parts: Parts, s: OracleSettings) -> Oracle:
+    """Oracle over the store that resolves the dataset's gold passages."""
+    return Oracle(parts.llm, parts.need_store("oracle"), s)

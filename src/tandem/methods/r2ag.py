@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from tandem.compose import Parts
 from tandem.errors import ConfigError
 from tandem.index.encoder import Encoder
 from tandem.index.store import DocStore
@@ -30,6 +31,7 @@ from tandem.llm.types import LLM, LLMRequest, Message
 from tandem.methods.base import Search, record_call
 from tandem.methods.r2ag_prompts import build_prompt, choose_placeholder, parse_answer
 from tandem.methods.settings import R2AGSettings
+from tandem.registry import METHODS
 from tandem.train.r2former import (
     R2Former,
     list_features,
@@ -148,3 +150,19 @@ def apply_lora(llm: Any, folder: Path) -> None:
     from peft import PeftModel
 
     llm.model = PeftModel.from_pretrained(llm.model, str(folder)).merge_and_unload().eval()
+
+
+@METHODS.register("r2ag", settings=R2AGSettings, needs=("index",))
+def build(parts: Parts, s: R2AGSettings) -> R2AG:
+    """R²AG from a checkpoint folder (``r2former``): its R²-Former, its LoRA adapter if any, its encoder."""
+    from tandem.index.encoder import load_encoder
+    from tandem.train.r2former import LORA_DIR, load_r2former
+
+    if not s.r2former:
+        raise ConfigError("r2ag needs a trained R²-Former: --r2former PATH (make one with `tandem train r2ag`)")
+    model = load_r2former(s.r2former)
+    backend = embedding_backend(parts.llm, s.embeddings_from)
+    if (Path(s.r2former) / LORA_DIR).is_dir():
+        apply_lora(backend, Path(s.r2former) / LORA_DIR)
+    return R2AG(backend, model, load_encoder(s.encoder or model.config.encoder), s, search=parts.search,
+                store=parts.store)

@@ -11,7 +11,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
-from tandem.config import Settings
+from tandem.settings import Settings
 
 DUALRAG_ROLES = ("reasoner", "entity_identifier", "summarizer", "answer")
 
@@ -218,9 +218,3 @@ class MetaRAGSettings(ReadSettings):
     temperature: float = _temperature()
     send_schema: bool = Field(True, description="send the generator's bounded schema (false = prompt-only)")
 
-
-SETTINGS: dict[str, type[Settings]] = {
-    "direct": DirectSettings, "naive_rag": NaiveRAGSettings, "oracle": OracleSettings, "ircot": IRCoTSettings,
-    "dualrag": DualRAGSettings, "cooprag": CoopRAGSettings, "r2ag": R2AGSettings,
-    "iter_retgen": IterRetGenSettings, "genground": GenGroundSettings, "metarag": MetaRAGSettings,
-}

@@ -28,11 +28,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 
-from tandem import __version__
 from tandem.errors import Cancelled, ConfigError, DataError, IndexMismatchError, LLMError, TandemError
-from tandem.methods import METHODS, method_settings
+from tandem.registry import METHODS
 from tandem.secrets import redact, register_secret
 from tandem.server.engine import Busy, Engine
+from tandem.version import __version__
 
 STATIC = Path(__file__).parent / "static"
 # error class -> HTTP status (the one map; anything else is a 500 with a redacted message)
@@ -150,7 +150,7 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
     @app.get("/v1/methods")
     async def methods() -> dict[str, Any]:
         return {"default": engine.default_method,
-                "methods": [{"name": n, "settings": method_settings(n)} for n in sorted(METHODS)]}
+                "methods": [{"name": e.name, "settings": e.defaults()} for e in METHODS.entries()]}
 
     @app.get("/v1/indexes")
     async def indexes() -> dict[str, Any]:

@@ -21,7 +21,7 @@ from tandem.index.build import Index
 from tandem.index.store import DocStore
 from tandem.llm import load_llm
 from tandem.llm.types import LLM
-from tandem.methods import METHODS, NEEDS_INDEX, method_settings
+from tandem.registry import METHODS
 from tandem.methods.base import Method
 from tandem.retrieve import open_retriever
 from tandem.secrets import redact
@@ -41,7 +41,7 @@ MAX_JOBS = 100              # finished upload jobs remembered
 def check_request_settings(name: str, settings: Mapping[str, Any]) -> None:
     """What a request may set: known settings of the method, plain values, bounded numbers; no model,
     LLM or path named by the caller."""
-    known = method_settings(name)
+    known = METHODS.get(name).defaults()
     unknown = sorted(set(settings) - set(known))
     if unknown:
         raise ConfigError(f"unknown setting(s) {unknown} for {name!r}; settings: {sorted(known)}")
@@ -82,8 +82,7 @@ class Engine:
     def __init__(self, indexes: Mapping[str, str | Path], llm: str | LLM = "local", *, method: str = "dualrag",
                  llm_opts: Mapping[str, Any] | None = None, workers: int = 2, max_queue: int = 64,
                  uploads: str | Path | None = None) -> None:
-        if method not in METHODS:
-            raise ConfigError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
+        METHODS.get(method)  # an unknown name: a ConfigError listing the methods
         self.indexes: dict[str, Index] = {name: _loaded(open_index(path)) for name, path in indexes.items()}
         self.llm: LLM = load_llm(llm, **dict(llm_opts or {})) if isinstance(llm, str) else llm
         self.llm_spec = llm if isinstance(llm, str) else getattr(llm, "spec", type(llm).__name__)
@@ -116,10 +115,9 @@ class Engine:
         import json
 
         name = name or self.default_method
-        if name not in METHODS:
-            raise ConfigError(f"unknown method {name!r}; choose one of {sorted(METHODS)}")
+        entry = METHODS.get(name)
         check_request_settings(name, settings or {})
-        idx_name = (index or self.default_index) if name in NEEDS_INDEX or index else None
+        idx_name = (index or self.default_index) if "index" in entry.needs or index else None
         key = (name, idx_name, json.dumps(dict(settings or {}), sort_keys=True))
         with self._lock:
             if key in self._methods:

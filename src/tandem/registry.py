@@ -1,0 +1,186 @@
+"""The one registry: every pluggable component - method, retriever, reranker, index kind, vector store, LLM
+backend, trainer - is an :class:`Entry` declared next to its code with :meth:`Registry.register`.
+
+An entry holds the component's name, its settings model (a :class:`tandem.config.Settings`: types,
+defaults, bounds, docs), its builder and what it needs. Everything that lists or validates components -
+the CLI's options and ``tandem methods|retrievers|stores NAME``, the HTTP API's schemas, ``/v1/models``,
+the docs' settings tables, Python's ``load_method`` - reads these entries, so a new method is one
+algorithm file (its settings model and one ``@METHODS.register(...)`` line) and one prompts file.
+
+Entries are declared in the modules named by each registry (imported on first use, so importing this
+module is cheap and makes no import circle); modules named in ``$TANDEM_PLUGINS`` (comma-separated) are
+imported too, so components outside the package register the same way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from tandem.errors import ConfigError
+from tandem.settings import Settings
+
+T = TypeVar("T")
+PLUGINS_ENV = "TANDEM_PLUGINS"
+
+
+class NoSettings(Settings):
+    """A component without settings: any key given is refused."""
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    """One registered component.
+
+    Attributes:
+        name: what users type (``--method ircot``, ``--retriever graph``).
+        kind: the registry's kind (``method``, ``retriever``, ...).
+        settings: the settings model; ``validate`` checks user input against it.
+        build: the builder; its arguments are the registry's convention (documented on each registry).
+        needs: what it needs to be built (``index``: a method that retrieves; ``dense``: a retriever over
+            an index's dense part; ...).
+        doc: one line for listings (the settings model's docstring's first line by default).
+        options: registry-specific facts (a method's ``roles``, per-request ``refused`` settings, ...).
+    """
+
+    name: str
+    kind: str
+    settings: type[Settings]
+    build: Callable[..., T]
+    needs: tuple[str, ...] = ()
+    doc: str = ""
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def validate(self, data: Settings | Mapping[str, Any] | None = None, where: str | None = None) -> Settings:
+        """``data`` validated against the settings model (a ConfigError names each bad key and the valid ones)."""
+        if isinstance(data, self.settings):
+            return data
+        given = data.to_dict() if isinstance(data, Settings) else dict(data or {})
+        return self.settings.from_dict(given, where=where or f"{self.name} settings")
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """Each setting's ``type``, ``default`` and ``doc`` (the settings model's :meth:`Settings.describe`)."""
+        return self.settings.describe()
+
+    def defaults(self) -> dict[str, Any]:
+        """The settings with their defaults."""
+        return {k: v["default"] for k, v in self.describe().items()}
+
+    def json_schema(self) -> dict[str, Any]:
+        """The settings model's JSON schema (types, bounds, defaults, descriptions)."""
+        return self.settings.model_json_schema()
+
+    def summary(self) -> dict[str, Any]:
+        """A JSON-ready description: name, doc, needs and settings."""
+        return {"name": self.name, "kind": self.kind, "doc": self.doc, "needs": list(self.needs),
+                "settings": self.describe()}
+
+
+class Registry(Generic[T]):
+    """Components of one kind by name. ``modules`` are imported on first lookup; they register their entries."""
+
+    def __init__(self, kind: str, modules: tuple[str, ...], *, plural: str | None = None) -> None:
+        self.kind = kind
+        self.plural = plural or f"{kind}s"
+        self._modules = modules
+        self._entries: dict[str, Entry[T]] = {}
+        self._loaded = False
+        self._lock = threading.RLock()
+
+    def register(self, name: str, *, settings: type[Settings] = NoSettings, needs: tuple[str, ...] = (),
+                 doc: str | None = None, **options: Any) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        """Decorator: register the builder it wraps as ``name`` (a name registered twice is a ConfigError,
+        unless it is the same builder again, as on a module reload)."""
+
+        def add(build: Callable[..., T]) -> Callable[..., T]:
+            line = doc if doc is not None else (settings.__doc__ or build.__doc__ or "").strip().split("\n")[0]
+            entry = Entry(name, self.kind, settings, build, tuple(needs), line, dict(options))
+            with self._lock:
+                old = self._entries.get(name)
+                if old is not None and old.build.__qualname__ != build.__qualname__:
+                    raise ConfigError(f"{self.kind} {name!r} is registered twice ({old.build.__module__} and "
+                                      f"{build.__module__})")
+                self._entries[name] = entry
+            return build
+
+        return add
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        with self._lock:
+            if self._loaded:
+                return
+            for module in (*self._modules, *plugin_modules()):
+                try:
+                    importlib.import_module(module)
+                except ImportError as exc:
+                    if module in self._modules:
+                        raise
+                    raise ConfigError(f"${PLUGINS_ENV} names {module!r}, which cannot be imported: {exc}") from None
+            self._loaded = True
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        self._load()
+        return sorted(self._entries)
+
+    def get(self, name: str) -> Entry[T]:
+        """The entry ``name``; an unknown name is a ConfigError listing the registered ones."""
+        self._load()
+        if name not in self._entries:
+            raise ConfigError(f"unknown {self.kind} {name!r}; choose one of {sorted(self._entries)}")
+        return self._entries[name]
+
+    def __contains__(self, name: object) -> bool:
+        self._load()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def __len__(self) -> int:
+        return len(self.names())
+
+    def entries(self) -> list[Entry[T]]:
+        """Every entry, by name."""
+        return [self._entries[n] for n in self.names()]
+
+    def with_need(self, need: str) -> list[str]:
+        """Names of the entries that need ``need``."""
+        return [e.name for e in self.entries() if need in e.needs]
+
+
+def plugin_modules() -> tuple[str, ...]:
+    """Modules named in ``$TANDEM_PLUGINS`` (comma-separated)."""
+    return tuple(m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip())
+
+
+_METHOD_MODULES = tuple(f"tandem.methods.{m}" for m in (
+    "direct", "naive_rag", "oracle", "ircot", "iter_retgen", "genground", "metarag", "dualrag", "cooprag", "r2ag"))
+
+#: QA methods; builder ``(parts: tandem.compose.Parts, settings) -> Method``; needs ``index`` when it retrieves.
+METHODS: Registry[Any] = Registry("method", _METHOD_MODULES)
+#: Retrievers over an index; builder ``(index, settings) -> Retriever``; needs: index components.
+RETRIEVERS: Registry[Any] = Registry("retriever", ("tandem.retrieve",))
+#: Rerankers; builder ``(settings, store, index) -> Reranker | None``.
+RERANKERS: Registry[Any] = Registry("reranker", ("tandem.rerank",))
+#: Vector stores of a dense index; builder ``(settings) -> store options``.
+STORES: Registry[Any] = Registry("store", ("tandem.index.vectors",))
+#: Index kinds (``tandem index --kind``); builder ``() -> the components it builds``.
+INDEX_KINDS: Registry[Any] = Registry("index kind", ("tandem.index.build",), plural="index kinds")
+#: LLM backends (the part of ``--llm`` before ``:``); builder ``(arg, spec, options) -> LLM``.
+LLMS: Registry[Any] = Registry("LLM backend", ("tandem.llm.registry",), plural="LLM backends")
+#: Trainers (``tandem train NAME``, ``tandem federate``); builder ``(settings, on_progress) -> result``.
+TRAINERS: Registry[Any] = Registry("trainer", ("tandem.train.specs",))
+
+#: every registry by the word the CLI lists it under (``tandem components KIND``)
+ALL: dict[str, Registry[Any]] = {"methods": METHODS, "retrievers": RETRIEVERS, "rerankers": RERANKERS,
+                                 "stores": STORES, "index-kinds": INDEX_KINDS, "llms": LLMS, "trainers": TRAINERS}
+
+__all__ = ["ALL", "INDEX_KINDS", "LLMS", "METHODS", "RERANKERS", "RETRIEVERS", "STORES", "TRAINERS", "Entry",
+           "NoSettings", "Registry", "plugin_modules"]
