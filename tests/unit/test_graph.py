@@ -123,7 +123,7 @@ def test_graph_retriever_through_open_retriever_with_bm25_first_stage(tmp_path):
     retriever = open_retriever(tmp_path / "idx", "graph", seeds=1, fusion_weight=0.6)
     hits = retriever.search("Kiss and Tell 1945 comedy film", 3)
     assert [h.doc_id for h in hits][:2] == ["q1", "bridge"]
-    with pytest.raises(ConfigError, match="unknown graph retriever settings"):
+    with pytest.raises(ConfigError, match=r"graph retriever settings: unknown setting .dampening.; valid settings: \[.damping."):
         open_retriever(tmp_path / "idx", "graph", dampening=0.5)
     with pytest.raises(ConfigError, match="two_hop needs a dense component"):
         open_retriever(tmp_path / "idx", "graph", two_hop=True)

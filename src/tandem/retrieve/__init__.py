@@ -1,63 +1,122 @@
-"""Retrievers over index folders, behind one protocol; ``open_retriever`` picks by index kind."""
+"""Retrievers over index folders, behind one protocol, each an entry of :data:`tandem.registry.RETRIEVERS`
+with its settings model; ``open_retriever`` picks by name (default: the index's kind) and validates the
+options against that model (an unknown or bad option is a ConfigError naming the valid ones)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Self
+
+from pydantic import Field, model_validator
 
 from tandem.errors import ConfigError
 from tandem.index.build import Index, open_index
 from tandem.index.graph import GRAPH_ARRAYS
+from tandem.registry import RETRIEVERS, NoSettings
 from tandem.retrieve.base import Retriever
 from tandem.retrieve.dense import DenseRetriever
-from tandem.retrieve.graph import GraphRetriever, missing_graph_message
+from tandem.retrieve.graph import DEFAULT_GRAPH_RETRIEVAL, GraphRetriever, missing_graph_message
 from tandem.retrieve.hybrid import HybridRetriever
 from tandem.retrieve.sparse import BM25Retriever
+from tandem.settings import Settings
+
+_G = DEFAULT_GRAPH_RETRIEVAL
 
 
-def _hybrid(index: Index, **options: Any) -> HybridRetriever:
-    return HybridRetriever([BM25Retriever(index), DenseRetriever(index)], **options)
+class HybridSettings(Settings):
+    """Hybrid: BM25 and dense rankings fused."""
+
+    fusion: Literal["rrf", "weighted"] = Field("rrf", description="rrf: reciprocal-rank fusion; weighted: min-max "
+                                                                  "normalised scores, weighted")
+    weights: list[float] | None = Field(None, min_length=2, max_length=2, description="[bm25, dense] weights "
+                                                                                     "(default: equal)")
+    depth: int = Field(100, ge=1, le=10_000, description="hits taken from each retriever before fusing")
+    rrf_c: float = Field(60.0, gt=0, description="the c of 1 / (c + rank)")
 
 
-def _graph(index: Index, first_stage: str | None = None, **options: Any) -> GraphRetriever:
-    """Personalized PageRank over the index's passage graph, seeded by ``first_stage`` (default: the
-    index's kind); hybrid options (fusion, rrf_c, weights) go to that first stage, the rest to the graph."""
+class GraphSettings(Settings):
+    """Graph: a first stage, then personalized PageRank over the index's passage graph (docs/retrieval.md)."""
+
+    first_stage: Literal["bm25", "dense", "hybrid"] | None = Field(None, description="the seeding retriever "
+                                                                                     "(default: the index's kind)")
+    fusion: Literal["rrf", "weighted"] = Field("rrf", description="a hybrid first stage's fusion")
+    weights: list[float] | None = Field(None, min_length=2, max_length=2, description="a hybrid first stage's "
+                                                                                     "[bm25, dense] weights")
+    rrf_c: float = Field(60.0, gt=0, description="a hybrid first stage's RRF c")
+    seeds: int = Field(_G["seeds"], ge=1, description="top first-stage passages that seed the PageRank")
+    damping: float = Field(_G["damping"], ge=0.0, lt=1.0, description="PageRank damping d")
+    iterations: int = Field(_G["iterations"], ge=0, le=1000, description="PageRank steps")
+    seed_weighting: Literal["score", "rank"] = Field(_G["seed_weighting"], description="seed mass by min-max "
+                                                                                       "score or by 1 / rank")
+    graph_score: Literal["ppr", "propagated"] = Field(_G["graph_score"], description="ppr: the PageRank vector; "
+                                                                                     "propagated: only mass that "
+                                                                                     "came over edges")
+    reverse_weight: float = Field(_G["reverse_weight"], ge=0.0, description="weight of reversed mention edges")
+    entity_weight: float = Field(_G["entity_weight"], ge=0.0, description="weight of shared-entity edges")
+    fusion_weight: float = Field(_G["fusion_weight"], ge=0.0, le=1.0, description="graph score's share of the "
+                                                                                  "final score")
+    link_seeds: float = Field(_G["link_seeds"], ge=0.0, description="seed mass for passages the question names")
+    link_boost: float = Field(_G["link_boost"], ge=0.0, description="final-score bonus for passages the question "
+                                                                    "names")
+    depth: int = Field(_G["depth"], ge=1, le=10_000, description="first-stage depth")
+    two_hop: bool = Field(_G["two_hop"], description="second-hop queries 'question + passage' (needs a dense part)")
+    hop_passages: int = Field(_G["hop_passages"], ge=1, description="passages that each give a second-hop query")
+    hop_weight: float = Field(_G["hop_weight"], ge=0.0, description="weight of the second-hop rankings in RRF")
+
+    @model_validator(mode="after")
+    def _depth_covers_seeds(self) -> Self:
+        if self.depth < self.seeds:
+            raise ValueError(f"depth ({self.depth}) must be at least seeds ({self.seeds})")
+        return self
+
+
+@RETRIEVERS.register("bm25", needs=("bm25",), doc="BM25 over the index's sparse part (bm25s)")
+def _bm25(index: Index, settings: NoSettings) -> BM25Retriever:
+    return BM25Retriever(index)
+
+
+@RETRIEVERS.register("dense", needs=("dense",), doc="inner product over the index's vector store")
+def _dense(index: Index, settings: NoSettings) -> DenseRetriever:
+    return DenseRetriever(index)
+
+
+@RETRIEVERS.register("hybrid", settings=HybridSettings, needs=("bm25", "dense"))
+def _hybrid(index: Index, s: HybridSettings) -> HybridRetriever:
+    return HybridRetriever([BM25Retriever(index), DenseRetriever(index)], **s.model_dump())
+
+
+_FIRST_STAGE_KEYS = ("fusion", "weights", "rrf_c")
+
+
+@RETRIEVERS.register("graph", settings=GraphSettings, needs=("graph",))
+def _graph(index: Index, s: GraphSettings) -> GraphRetriever:
+    """Personalized PageRank over the index's passage graph, seeded by ``first_stage`` (default: the index's kind)."""
     if any(name not in index.manifest.extras for name in GRAPH_ARRAYS):
         raise ConfigError(missing_graph_message(index.folder))
-    first_kind = first_stage or index.kind
+    first_kind = s.first_stage or index.kind
     if first_kind == "graph":
         raise ConfigError("the graph retriever's first stage must be bm25, dense or hybrid")
-    hybrid_keys = {"fusion", "weights", "rrf_c"}
-    first = open_retriever(index, first_kind, **{k: v for k, v in options.items() if k in hybrid_keys and first_kind == "hybrid"})
-    dense = DenseRetriever(index) if options.get("two_hop") and index.has("dense") else None
-    return GraphRetriever(index, first, dense=dense, **{k: v for k, v in options.items() if k not in hybrid_keys})
-
-
-RETRIEVERS: dict[str, Callable[..., Retriever]] = {
-    "bm25": lambda index, **_: BM25Retriever(index),
-    "dense": lambda index, **_: DenseRetriever(index),
-    "hybrid": _hybrid,
-    "graph": _graph,
-}
-# index components each retriever needs (the graph retriever checks its first stage and extra itself)
-NEEDS: dict[str, tuple[str, ...]] = {"bm25": ("bm25",), "dense": ("dense",), "hybrid": ("bm25", "dense"), "graph": ()}
+    first_opts = {k: getattr(s, k) for k in _FIRST_STAGE_KEYS} if first_kind == "hybrid" else {}
+    first = open_retriever(index, first_kind, **first_opts)
+    dense = DenseRetriever(index) if s.two_hop and index.has("dense") else None
+    graph = s.model_dump(exclude={"first_stage", *_FIRST_STAGE_KEYS})
+    return GraphRetriever(index, first, dense=dense, **graph)
 
 
 def open_retriever(index: str | Path | Index, kind: str | None = None, **options: Any) -> Retriever:
     """A retriever over ``index``; ``kind`` defaults to the index's own kind (bm25, dense or hybrid).
 
-    ``options`` go to the hybrid retriever (fusion, weights, depth, rrf_c) or the graph retriever
-    (first_stage, seeds, damping, iterations, ... : ``tandem.retrieve.graph.DEFAULT_GRAPH_RETRIEVAL``).
+    ``options`` are the retriever's settings (``tandem retrievers NAME`` lists them): checked against its
+    settings model, so an unknown key or a bad value is a ConfigError naming the valid ones.
     """
     idx = index if isinstance(index, Index) else open_index(index)
-    kind = kind or idx.kind
-    if kind not in RETRIEVERS:
-        raise ConfigError(f"unknown retriever {kind!r}; choose one of {sorted(RETRIEVERS)}")
-    missing = [c for c in NEEDS[kind] if not idx.has(c)]
+    entry = RETRIEVERS.get(kind or idx.kind)
+    settings = entry.validate(options, where=f"{entry.name} retriever settings")
+    missing = [c for c in entry.needs if c != "graph" and not idx.has(c)]
     if missing:
-        raise ConfigError(f"index {idx.folder} ({idx.kind}) cannot serve a {kind} retriever: it lacks {missing}")
-    return RETRIEVERS[kind](idx, **options)
+        raise ConfigError(f"index {idx.folder} ({idx.kind}) cannot serve a {entry.name} retriever: it lacks {missing}")
+    return entry.build(idx, settings)
 
 
-__all__ = ["RETRIEVERS", "BM25Retriever", "DenseRetriever", "GraphRetriever", "HybridRetriever", "Retriever", "open_retriever"]
+__all__ = ["BM25Retriever", "DenseRetriever", "GraphRetriever", "GraphSettings", "HybridRetriever",
+           "HybridSettings", "Retriever", "open_retriever"]

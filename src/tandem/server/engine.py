@@ -21,8 +21,8 @@ from tandem.index.build import Index
 from tandem.index.store import DocStore
 from tandem.llm import load_llm
 from tandem.llm.types import LLM
-from tandem.registry import METHODS
 from tandem.methods.base import Method
+from tandem.registry import METHODS
 from tandem.retrieve import open_retriever
 from tandem.secrets import redact
 from tandem.types import Answer, Question, Step, TraceObserver, observe_traces
