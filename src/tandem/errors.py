@@ -14,6 +14,10 @@ class ConfigError(TandemError):
     """A setting is missing, unknown or invalid."""
 
 
+class NotFound(ConfigError):
+    """A name a request gives (an index, a job, a model) names nothing there (HTTP 404)."""
+
+
 class DataError(TandemError):
     """Input data is malformed. Carries the file and line where there is one."""
 

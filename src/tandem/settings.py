@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.fields import FieldInfo
 
 from tandem.errors import ConfigError
 
@@ -79,4 +80,15 @@ def describe_errors(cls: type[BaseModel], exc: ValidationError, where: str = "")
     return prefix + "; ".join(lines)
 
 
-__all__ = ["Settings", "describe_errors"]
+#: ``Field(..., json_schema_extra=SERVER_ONLY)``: a setting a request to the HTTP API may not set (it loads a
+#: model, an LLM or a file, or picks a component); it is set when the server starts.
+SERVER_ONLY: dict[str, Any] = {"per_request": False}
+
+
+def per_request(info: FieldInfo) -> bool:
+    """Whether a request to the HTTP API may set the field (not marked :data:`SERVER_ONLY`)."""
+    extra = info.json_schema_extra
+    return not (isinstance(extra, dict) and extra.get("per_request") is False)
+
+
+__all__ = ["SERVER_ONLY", "Settings", "describe_errors", "per_request"]

@@ -45,7 +45,7 @@ class Oracle:
         return Answer(question.id, clean_answer(text), trace, self.name)
 
 
-@METHODS.register("oracle", settings=OracleSettings)
+@METHODS.register("oracle", settings=OracleSettings, needs=("gold",))
 def build(parts: Parts, s: OracleSettings) -> Oracle:
     """Oracle over the store that resolves the dataset's gold passages."""
     return Oracle(parts.llm, parts.need_store("oracle"), s)

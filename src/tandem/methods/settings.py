@@ -11,7 +11,7 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
-from tandem.settings import Settings
+from tandem.settings import SERVER_ONLY, Settings
 
 DUALRAG_ROLES = ("reasoner", "entity_identifier", "summarizer", "answer")
 
@@ -32,10 +32,10 @@ class RerankSettings(Settings):
 
     reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
         "none", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
-                            "reranker_model; none: retrieval order")
+                            "reranker_model; none: retrieval order", json_schema_extra=SERVER_ONLY)
     reranker_model: str | None = Field(None, description="the cross-encoder (local folder or hub name, e.g. "
-                                                         "BAAI/bge-reranker-v2-m3); for bi_encoder, another encoder")
-    min_score: float | None = Field(0.0, description="cross_encoder only: keep raw logits > min_score; null keeps all")
+                                                         "BAAI/bge-reranker-v2-m3); for bi_encoder, another encoder", json_schema_extra=SERVER_ONLY)
+    min_score: float | None = Field(0.0, description="cross_encoder only: keep raw logits > min_score; null keeps all", json_schema_extra=SERVER_ONLY)
 
 
 class ReadSettings(RerankSettings):
@@ -81,10 +81,10 @@ class DualRAGSettings(RerankSettings):
     rerank_topk: int = Field(10, ge=1, description="documents kept per entity after reranking (paper: 10)")
     reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
         "bi_encoder", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
-                                  "reranker_model (the paper's bge-reranker-v2-m3); none: the ablation")
+                                  "reranker_model (the paper's bge-reranker-v2-m3); none: the ablation", json_schema_extra=SERVER_ONLY)
     keyword_retriever: Literal["dense", "index"] = Field("dense", description="dense: the index's dense part even "
                                                                               "on a hybrid index; index: its own "
-                                                                              "retriever")
+                                                                              "retriever", json_schema_extra=SERVER_ONLY)
     use_reasoner: bool = Field(True, description="false = ablation 'w/o R' (IRCoT-style sentences)")
     use_entity_identifier: bool = Field(True, description="false = ablation 'w/o EI' (the thought is the query)")
     use_outline: bool = Field(True, description="false = ablation 'w/o KO' (raw documents, no summaries)")
@@ -94,10 +94,10 @@ class DualRAGSettings(RerankSettings):
     max_entities: int | None = Field(None, ge=1, description="cap on entities per Entity Identifier reply "
                                                              "(null = none, as in the paper)")
     role_llms: dict[str, str] = Field(default_factory=dict, description="role -> LLM spec; roles: "
-                                                                        + ", ".join(DUALRAG_ROLES))
+                                                                        + ", ".join(DUALRAG_ROLES), json_schema_extra=SERVER_ONLY)
     send_schema: bool = Field(True, description="send each JSON role's bounded schema (false = prompt-only)")
     max_tokens: dict[str, int] = Field(default_factory=dict, description="per-role token budgets, e.g. "
-                                                                         "{'reasoner': 512}")
+                                                                         "{'reasoner': 512}", json_schema_extra=SERVER_ONLY)
     temperature: float = _temperature()
 
     @model_validator(mode="after")
@@ -111,7 +111,7 @@ class DualRAGSettings(RerankSettings):
 class CoopRAGSettings(Settings):
     """CoopRAG (docs/methods/cooprag.md): unroll, retrieve with U, RaLa rerank, complete, answer."""
 
-    n: int = Field(100, ge=1, description="first-stage depth")
+    n: int = Field(100, ge=1, description="first-stage depth", json_schema_extra=SERVER_ONLY)
     k: int = Field(5, ge=1, description="documents kept after reranking")
     query: Literal["q", "q+s", "q+r", "q+s+r"] = Field("q+s+r", description="parts of U (paper Table 16)")
     masks: Literal["drop", "keep"] = Field("drop", description="drop: mask tokens left out of U; keep: literal")
@@ -122,18 +122,18 @@ class CoopRAGSettings(Settings):
     retry_temperature: float = Field(0.7, ge=0.0, le=2.0, description="retries sample at this temperature, seed = "
                                                                       "attempt")
     max_tokens: dict[str, int] = Field(default_factory=dict, description="per-role budgets: unroll, complete, "
-                                                                         "one_call, answer")
+                                                                         "one_call, answer", json_schema_extra=SERVER_ONLY)
     send_schema: bool = Field(True, description="send the JSON roles' bounded schemas (false = prompt-only)")
     reranker: Literal["rala", "none"] = Field("rala", description="rala: layer-contrast reranking; none: first-stage "
-                                                                 "top-k")
+                                                                 "top-k", json_schema_extra=SERVER_ONLY)
     first_stage: Literal["dense", "index"] = Field("dense", description="dense: the index's dense part (the paper); "
-                                                                        "index: its own retriever")
-    encoder: str | None = Field(None, description="RaLa's model when it differs from the index's")
-    layers: list[int] = Field([3], min_length=1, description="RaLa's early layers C")
-    cls: Literal["mean", "cls"] = Field("mean", description="sentence vector per layer: mean pooling or [CLS]")
-    omega: bool = Field(True, description="weight token terms by ω")
-    variant: Literal["eq4", "eq3"] = Field("eq4", description="RaLa's scoring equation")
-    fuse: Literal["rrf", "none"] = Field("rrf", description="fuse RaLa with the first stage by RRF")
+                                                                        "index: its own retriever", json_schema_extra=SERVER_ONLY)
+    encoder: str | None = Field(None, description="RaLa's model when it differs from the index's", json_schema_extra=SERVER_ONLY)
+    layers: list[int] = Field([3], min_length=1, description="RaLa's early layers C", json_schema_extra=SERVER_ONLY)
+    cls: Literal["mean", "cls"] = Field("mean", description="sentence vector per layer: mean pooling or [CLS]", json_schema_extra=SERVER_ONLY)
+    omega: bool = Field(True, description="weight token terms by ω", json_schema_extra=SERVER_ONLY)
+    variant: Literal["eq4", "eq3"] = Field("eq4", description="RaLa's scoring equation", json_schema_extra=SERVER_ONLY)
+    fuse: Literal["rrf", "none"] = Field("rrf", description="fuse RaLa with the first stage by RRF", json_schema_extra=SERVER_ONLY)
 
     @model_validator(mode="after")
     def _depth(self) -> Self:
@@ -145,16 +145,16 @@ class CoopRAGSettings(Settings):
 class R2AGSettings(Settings):
     """R²AG (docs/methods/r2ag.md): retrieval features -> R²-Former -> vectors in the LLM's input."""
 
-    r2former: str | None = Field(None, description="checkpoint folder from `tandem train r2ag` (required)")
+    r2former: str | None = Field(None, description="checkpoint folder from `tandem train r2ag` (required)", json_schema_extra=SERVER_ONLY)
     k: int = Field(10, ge=1, description="documents per list")
     docs: Literal["retrieve", "context"] = Field("retrieve", description="retrieve: top-k from the index; context: "
                                                                          "the question's own paragraphs")
-    encoder: str | None = Field(None, description="retriever embeddings for the features (default: the checkpoint's)")
-    embeddings_from: str | None = Field(None, description="for an openai LLM: the served model's HF folder")
+    encoder: str | None = Field(None, description="retriever embeddings for the features (default: the checkpoint's)", json_schema_extra=SERVER_ONLY)
+    embeddings_from: str | None = Field(None, description="for an openai LLM: the served model's HF folder", json_schema_extra=SERVER_ONLY)
     max_tokens: int = Field(32, ge=1, description="new tokens")
     inject: bool = Field(True, description="false keeps the placeholders' own embeddings (a control)")
-    placeholder: str | None = Field(None, description="placeholder token (default: the checkpoint's)")
-    template: str | None = Field(None, description="prompt wrapper (default: the checkpoint's)")
+    placeholder: str | None = Field(None, description="placeholder token (default: the checkpoint's)", json_schema_extra=SERVER_ONLY)
+    template: str | None = Field(None, description="prompt wrapper (default: the checkpoint's)", json_schema_extra=SERVER_ONLY)
     doc_words: int | None = Field(None, ge=1, description="words kept per document (default: the checkpoint's)")
 
 
@@ -173,13 +173,13 @@ class GenGroundSettings(RerankSettings):
 
     max_iter: int = Field(5, ge=1, description="sub-questions at most (DualRAG's runs: 5)")
     min_iter: int = Field(1, ge=0, description="sub-questions asked and grounded before the plan may finish (the "
-                                               "paper's generate step always asks first); 0 = may finish at once")
+                                               "paper's generate step always asks first); 0 = may finish at once", json_schema_extra=SERVER_ONLY)
     topk: int = Field(50, ge=1, description="first-stage hits per sub-question (DualRAG's runs: 50)")
     rerank_topk: int = Field(10, ge=1, description="documents kept after reranking (DualRAG's runs: 10)")
     batch: int = Field(3, ge=1, description="documents per grounding call (the authors: 3)")
     reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
         "bi_encoder", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
-                                  "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order")
+                                  "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order", json_schema_extra=SERVER_ONLY)
     temperature: float = _temperature()
     send_schema: bool = Field(True, description="send the plan role's bounded schema (false = prompt-only)")
     ground_format: Literal["json", "tags"] = Field(
@@ -204,7 +204,7 @@ class MetaRAGSettings(ReadSettings):
     k: int = Field(10, ge=1, description="documents kept after reranking (DualRAG's runs: 10)")
     reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
         "bi_encoder", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
-                                  "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order")
+                                  "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order", json_schema_extra=SERVER_ONLY)
     monitor: Literal["pseudo_answer", "off"] = Field(
         "pseudo_answer", description="pseudo_answer: an LLM answers from the documents alone and the answer is "
                                      "accepted when the two are similar (the authors: a T5 expert); off: accept the "
@@ -212,7 +212,7 @@ class MetaRAGSettings(ReadSettings):
     threshold: float = Field(0.3, ge=-1.0, le=1.0, description="monitor: accept when cosine(answer, pseudo-answer) "
                                                                "exceeds it (the authors: 0.3)")
     monitor_encoder: str | None = Field(None, description="monitor's sentence encoder (default: the index's, else "
-                                                          "the embedded MiniLM, the authors' choice)")
+                                                          "the embedded MiniLM, the authors' choice)", json_schema_extra=SERVER_ONLY)
     rewrite_chars: int = Field(64, ge=1, description="rewritten queries are cut to this many characters (the "
                                                      "authors: 64)")
     temperature: float = _temperature()

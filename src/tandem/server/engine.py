@@ -5,6 +5,7 @@ cancellation). The routes in :mod:`tandem.server.app` are thin over this."""
 from __future__ import annotations
 
 import contextvars
+import logging
 import re
 import threading
 import time
@@ -15,52 +16,39 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tandem.compose import build_runnable
-from tandem.errors import ConfigError, TandemError
+from tandem.errors import ConfigError, IndexError_, ModelNotFoundError, NotFound, TandemError
 from tandem.index import open_index
 from tandem.index.build import Index
 from tandem.index.store import DocStore
 from tandem.llm import load_llm
 from tandem.llm.types import LLM
 from tandem.methods.base import Method
-from tandem.registry import METHODS
+from tandem.registry import METHODS, RETRIEVERS
 from tandem.retrieve import open_retriever
 from tandem.secrets import redact
+from tandem.server.models import request_settings_model
+from tandem.settings import per_request
 from tandem.types import Answer, Question, Step, TraceObserver, observe_traces
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 UPLOAD_SUFFIXES = {".txt", ".md", ".markdown", ".jsonl"}
-# settings a request may not set: they load models, LLMs or files named by the caller
-REFUSED_SETTINGS = frozenset({"role_llms", "r2former", "encoder", "monitor_encoder", "embeddings_from", "reranker_model",
-                              "template", "placeholder"})
-MAX_INT_SETTING = 200       # k, topk, max_iter, ... (max_tokens, ground_tokens: MAX_TOKENS_SETTING)
-MAX_TOKENS_SETTING = 4096
 MAX_METHODS = 32            # methods kept built (least recently used dropped)
 MAX_JOBS = 100              # finished upload jobs remembered
 
 
-def check_request_settings(name: str, settings: Mapping[str, Any]) -> None:
-    """What a request may set: known settings of the method, plain values, bounded numbers; no model,
-    LLM or path named by the caller."""
-    known = METHODS.get(name).defaults()
-    unknown = sorted(set(settings) - set(known))
-    if unknown:
-        raise ConfigError(f"unknown setting(s) {unknown} for {name!r}; settings: {sorted(known)}")
-    for key, value in settings.items():
-        if key in REFUSED_SETTINGS:
-            raise ConfigError(f"setting {key!r} loads a model or file: set it when starting the server, not per request")
-        values = value.values() if key == "max_tokens" and isinstance(value, dict) else [value]
-        for v in values:
-            limit = MAX_TOKENS_SETTING if key.endswith("_tokens") else MAX_INT_SETTING
-            if isinstance(v, bool) or v is None:
-                continue
-            if isinstance(v, (int, float)):
-                if not 0 <= v <= limit:
-                    raise ConfigError(f"setting {key!r} = {v} is outside 0..{limit}")
-            elif isinstance(v, str):
-                if not re.fullmatch(r"[A-Za-z0-9_+.-]{1,64}", v):
-                    raise ConfigError(f"setting {key!r}: {v!r} is not a plain name")
-            else:
-                raise ConfigError(f"setting {key!r} must be a number, a boolean or a name")
+def check_request_settings(name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """What a request may set (:func:`tandem.server.models.request_settings_model`): the method's own settings
+    that are not server-only (no model, LLM, file or component named by the caller), numbers within the
+    server's caps. Returns them validated (only the keys given); a problem is a ConfigError naming the key."""
+    entry = METHODS.get(name)
+    fields = entry.settings.model_fields
+    for key in settings:
+        if key in fields and not per_request(fields[key]):
+            raise ConfigError(f"setting {key!r} loads a model or file or picks a component: set it when starting "
+                              "the server, not per request")
+    model = request_settings_model(entry)
+    return model.from_dict(settings, where=f"{name} settings").model_dump(exclude_unset=True)
 
 
 class Busy(TandemError):
@@ -99,6 +87,34 @@ class Engine:
             for folder in sorted(p for p in self.uploads.iterdir() if (p / "manifest.json").is_file()):
                 self.indexes.setdefault(folder.name, _loaded(open_index(folder)))
 
+    def servable_methods(self) -> list[str]:
+        """The registered methods this server answers with: those that read no gold passages and build over
+        the default index with their default settings (r2ag without a checkpoint, say, is left out, with a
+        log line saying why)."""
+        names = []
+        for entry in METHODS.entries():
+            if "gold" in entry.needs:
+                continue
+            try:
+                self.method(entry.name, None, {})
+            except (ConfigError, ModelNotFoundError, IndexError_) as exc:
+                log.info("method %s is not served: %s", entry.name, exc)
+                continue
+            names.append(entry.name)
+        if not names:
+            raise ConfigError("no registered method can be served over these indexes with this LLM")
+        return names
+
+    def servable_retrievers(self) -> list[str]:
+        """The registered retrievers every index can serve (``graph`` where every index has the graph extra)."""
+        from tandem.index.graph import GRAPH_ARRAYS
+
+        def serves(index: Index, needs: tuple[str, ...]) -> bool:
+            return all(all(a in index.manifest.extras for a in GRAPH_ARRAYS) if need == "graph" else index.has(need)
+                       for need in needs)
+
+        return [e.name for e in RETRIEVERS.entries() if all(serves(i, e.needs) for i in self.indexes.values())]
+
     @property
     def default_index(self) -> str | None:
         """The first index (those given at start, then uploaded ones)."""
@@ -107,7 +123,7 @@ class Engine:
     def index(self, name: str | None) -> Index:
         name = name or self.default_index
         if name is None or name not in self.indexes:
-            raise ConfigError(f"unknown index {name!r}; indexes: {sorted(self.indexes)}")
+            raise NotFound(f"unknown index {name!r}; indexes: {sorted(self.indexes)}")
         return self.indexes[name]
 
     def method(self, name: str | None, index: str | None, settings: Mapping[str, Any] | None) -> tuple[Method, DocStore | None]:
@@ -116,7 +132,7 @@ class Engine:
 
         name = name or self.default_method
         entry = METHODS.get(name)
-        check_request_settings(name, settings or {})
+        settings = check_request_settings(name, settings or {})
         idx_name = (index or self.default_index) if "index" in entry.needs or index else None
         key = (name, idx_name, json.dumps(dict(settings or {}), sort_keys=True))
         with self._lock:
