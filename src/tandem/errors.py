@@ -18,6 +18,10 @@ class NotFound(ConfigError):
     """A name a request gives (an index, a job, a model) names nothing there (HTTP 404)."""
 
 
+class Conflict(ConfigError):
+    """The request conflicts with work under way (an index being built under that name; HTTP 409)."""
+
+
 class DataError(TandemError):
     """Input data is malformed. Carries the file and line where there is one."""
 

@@ -109,6 +109,11 @@ class Registry(Generic[T]):
 
         return add
 
+    def remove(self, name: str) -> None:
+        """Drop entry ``name`` (a plugin unloading; tests that register a component for their own use)."""
+        with self._lock:
+            self._entries.pop(name, None)
+
     def _load(self) -> None:
         if self._loaded:
             return

@@ -10,7 +10,6 @@ import pytest
 
 from tandem.errors import ConfigError
 from tandem.methods import Search, build_method
-from tandem.registry import METHODS
 from tandem.methods.genground import ASK, GROUND, PLAN, parse_ground, parse_ground_json, parse_plan
 from tandem.methods.ircot import ANSWER_MARKER
 from tandem.methods.metarag import (
@@ -23,6 +22,7 @@ from tandem.methods.metarag import (
     parse_yes_no,
 )
 from tandem.methods.settings import MetaRAGSettings
+from tandem.registry import METHODS
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Question
 

@@ -9,10 +9,10 @@ from tandem.errors import ConfigError, ParseError
 from tandem.index import build_index, open_index
 from tandem.index.store import DocStore
 from tandem.methods import Search, build_method
-from tandem.registry import METHODS
 from tandem.methods import cooprag_prompts as P
 from tandem.methods.cooprag import CoopRAG, render_query
 from tandem.methods.settings import CoopRAGSettings
+from tandem.registry import METHODS
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder
 from tandem.testing.fake_llm import FakeLLM

@@ -146,3 +146,13 @@ def test_killed_build_leaves_nothing_that_loads(tmp_path):
     build_index([Document("a", "t", "fresh text")], out, kind="bm25")
     assert open_index(out).manifest.doc_count == 1
     assert not list(tmp_path.glob(".idx.building-*"))
+
+
+def test_bm25_over_documents_without_a_word_finds_nothing(tmp_path):
+    """Documents of stop words and single characters leave BM25 no term at all: searching finds nothing
+    (bm25s itself raises on a query term it cannot place)."""
+    from tandem.retrieve import open_retriever
+
+    build_index([Document("a", "0", "1"), Document("b", "", "the of")], tmp_path / "idx", kind="bm25")
+    retriever = open_retriever(tmp_path / "idx")
+    assert retriever.search("Warsaw city", 5) == [] and retriever.search_batch(["the", "x y"], 2) == [[], []]

@@ -20,10 +20,10 @@ from tandem.llm.hf import HFLLM
 from tandem.llm.openai_compat import OpenAILLM, encode_prompt_embeds
 from tandem.llm.types import LLMRequest
 from tandem.methods import Search, build_method
-from tandem.registry import METHODS
 from tandem.methods import r2ag_prompts as P
 from tandem.methods.r2ag import R2AG, embedding_backend, inject
 from tandem.methods.settings import R2AGSettings
+from tandem.registry import METHODS
 from tandem.testing.encoders import HashingEncoder
 from tandem.testing.fake_llm import FakeLLM
 from tandem.train import r2ag as tr

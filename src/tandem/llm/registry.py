@@ -8,7 +8,7 @@ Specs:
   ``openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1``; without ``@BASE_URL`` the
   ``base_url`` option, then ``$OPENAI_BASE_URL``, then api.openai.com.
 - ``llamacpp:PATH`` - a GGUF through llama-cpp-python (optional extra).
-- ``fake`` or ``fake:TEXT`` - :class:`tandem.testing.FakeLLM` answering ``TEXT`` to everything
+- ``fake`` or ``fake:TEXT`` - :class:`tandem.llm.fake.FakeLLM` answering ``TEXT`` to everything
   (options ``responses=``/``rules=`` script it).
 
 Options are passed to the backend's constructor; ``cache=PATH`` wraps the result in
@@ -55,7 +55,7 @@ def _load_llamacpp(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
 
 
 def _load_fake(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
-    from tandem.testing.fake_llm import FakeLLM
+    from tandem.llm.fake import FakeLLM
 
     if arg:
         opts.setdefault("default", arg)

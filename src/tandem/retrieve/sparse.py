@@ -21,6 +21,8 @@ class BM25Retriever(BatchRetriever):
 
     def _search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
         k = min(k, len(self.doc_ids))
+        if len(self.model.scores["indptr"]) <= 1:  # no word in any document (all stop words): nothing to find
+            return [[] for _ in queries]
         rows, scores = self.model.retrieve(tokenize(queries, self.params), k=k, show_progress=False, n_threads=1)
         out = []
         for r, s in zip(rows, scores, strict=True):

@@ -34,7 +34,16 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from tandem.errors import Cancelled, ConfigError, DataError, IndexMismatchError, LLMError, NotFound, TandemError
+from tandem.errors import (
+    Cancelled,
+    ConfigError,
+    Conflict,
+    DataError,
+    IndexMismatchError,
+    LLMError,
+    NotFound,
+    TandemError,
+)
 from tandem.registry import METHODS
 from tandem.secrets import redact, register_secret
 from tandem.server import models as M
@@ -44,7 +53,7 @@ from tandem.version import __version__
 
 STATIC = Path(__file__).parent / "static"
 # error class -> HTTP status (the one map; anything else is a 500 with a redacted message)
-STATUS: dict[type[Exception], int] = {Busy: 429, NotFound: 404, ConfigError: 422, DataError: 422,
+STATUS: dict[type[Exception], int] = {Busy: 429, NotFound: 404, Conflict: 409, ConfigError: 422, DataError: 422,
                                       IndexMismatchError: 422, LLMError: 502, Cancelled: 499, TandemError: 400}
 
 
@@ -58,7 +67,8 @@ class UploadRequest(M.Strict):
     name: str = Field(pattern=M.NAME_PATTERN, description="The new index's name (letters, digits, '-', '_').")
     kind: Literal["bm25", "dense", "hybrid"] = "bm25"
     files: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_. -]{0,127}\.(txt|md|markdown|jsonl)$")],
-                str] = Field(min_length=1, description="File name (.txt, .md, .jsonl) -> its text.")
+                str] = Field(min_length=1, description="File name (.txt, .md, .jsonl) -> its text.",
+                             json_schema_extra={"additionalProperties": False})
 
 
 class BodyLimit:
@@ -161,8 +171,8 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
     async def methods() -> dict[str, Any]:
         """Every registered method with its settings' defaults (``tandem methods NAME`` describes them)."""
         return {"default": engine.default_method,
-                "methods": [{"name": e.name, "doc": e.doc, "needs": list(e.needs), "settings": e.defaults()}
-                            for e in METHODS.entries()]}
+                "methods": [{"name": e.name, "doc": e.doc, "needs": list(e.needs), "served": e.name in servable,
+                             "settings": e.defaults()} for e in METHODS.entries()]}
 
     @app.get("/v1/models", response_model=M.ModelList, responses=errors(401))
     async def models() -> dict[str, Any]:
@@ -177,7 +187,7 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
                             for n, i in engine.indexes.items()]}
 
     if engine.uploads is not None:
-        @app.post("/v1/indexes", status_code=202, response_model=M.Job, responses=errors(401, 413, 422, 429))
+        @app.post("/v1/indexes", status_code=202, response_model=M.Job, responses=errors(400, 401, 409, 413, 422, 429))
         async def upload(req: UploadRequest) -> dict[str, Any]:
             """Build an index from uploaded files in the background; poll GET /v1/jobs/{id}."""
             return engine.start_index_job(req.name, req.files, req.kind)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tandem.compose import build_runnable
-from tandem.errors import ConfigError, IndexError_, ModelNotFoundError, NotFound, TandemError
+from tandem.errors import ConfigError, Conflict, IndexError_, ModelNotFoundError, NotFound, TandemError
 from tandem.index import open_index
 from tandem.index.build import Index
 from tandem.index.store import DocStore
@@ -49,6 +49,11 @@ def check_request_settings(name: str, settings: Mapping[str, Any]) -> dict[str, 
                               "the server, not per request")
     model = request_settings_model(entry)
     return model.from_dict(settings, where=f"{name} settings").model_dump(exclude_unset=True)
+
+
+def plain_text(text: str) -> str:
+    """``text`` with lone surrogates (valid in JSON, not in UTF-8, fatal to tokenizers) replaced by U+FFFD."""
+    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 class Busy(TandemError):
@@ -154,7 +159,7 @@ class Engine:
             cached = self._retrievers.get(key)
             if cached is None or cached[0] is not idx:
                 cached = self._retrievers[key] = (idx, open_retriever(idx, retriever))
-        hits = cached[1].search(query, k)
+        hits = cached[1].search(plain_text(query), k)
         return [{**h.to_dict(), **idx.store.get(h.doc_id).to_dict()} for h in hits]
 
     def ask(self, question: str, method: str | None = None, index: str | None = None,
@@ -163,6 +168,7 @@ class Engine:
         """Answer one question (in the calling thread) -> the answer, cited passages, trace and cost.
         ``on_step`` gets each step (:func:`step_payload`) as it completes; setting ``cancelled`` stops
         the method at its next step or LLM call."""
+        question = plain_text(question)
         runnable, store = self.method(method, index, settings)
         observer = TraceObserver(lambda i, step: on_step(step_payload(i, step, store)) if on_step else None,
                                  cancelled or threading.Event())
@@ -188,7 +194,7 @@ class Engine:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}", name):
             raise ConfigError(f"index name {name!r}: letters, digits, '-' and '_' only (at most 64)")
         if name in self.indexes and not (self.uploads / name).exists():
-            raise ConfigError(f"index {name!r} is one the server was started with; choose another name")
+            raise Conflict(f"index {name!r} is one the server was started with; choose another name")
         for fname in files:
             if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_. -]{0,127}", fname) or Path(fname).suffix.lower() not in UPLOAD_SUFFIXES:
                 raise ConfigError(f"file name {fname!r}: a plain name ending in one of {sorted(UPLOAD_SUFFIXES)}")
@@ -198,7 +204,7 @@ class Engine:
                "passages": None, "error": None, "seconds": None}
         with self._lock:
             if any(j["index"] == name and j["state"] not in ("done", "error") for j in self.jobs.values()):
-                raise ConfigError(f"index {name!r} is being built by another job; wait for it")
+                raise Conflict(f"index {name!r} is being built by another job; wait for it")
             finished = [k for k, j in self.jobs.items() if j["state"] in ("done", "error")]
             for k in finished[:max(0, len(self.jobs) - MAX_JOBS + 1)]:
                 del self.jobs[k]

@@ -47,7 +47,7 @@ class ErrorBody(BaseModel):
 def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for the error statuses a route may answer."""
     meaning = {400: "The body is not JSON.", 401: "Missing or wrong API key.", 404: "Unknown index, job or model.",
-               413: "The body is over the limit.", 422: "A field or setting is invalid.",
+               409: "An index of that name is being built.", 413: "The body is over the limit.", 422: "A field or setting is invalid.",
                429: "The work queue is full; retry after Retry-After seconds.", 499: "The client went away.",
                502: "The LLM failed."}
     return {code: {"model": ErrorBody, "description": meaning[code]} for code in codes}
@@ -117,6 +117,7 @@ def ask_request_model(entries: Sequence[Entry[Any]], default: str, max_question:
                              settings=(settings_of[entry.name], Field(default_factory=settings_of[entry.name])))
         variants.append(Annotated[model, Tag(entry.name)])
     default_model = create_model("AskDefaultMethod", __base__=Strict, question=(question, ...), index=(index, None),
+                                 method=(None, Field(None, description="Absent or null: the server's method.")),
                                  settings=(settings_of[default], Field(default_factory=settings_of[default],
                                                                       description=f"Settings of {default}, "
                                                                                   "the server's method.")))
@@ -134,7 +135,9 @@ class Health(BaseModel):
 class MethodInfo(BaseModel):
     name: str
     doc: str = Field(description="What the method does.")
-    needs: list[str] = Field(description="What it needs: 'index' when it retrieves.")
+    needs: list[str] = Field(description="What it needs: 'index' when it retrieves, 'gold' when it reads a "
+                                         "dataset's gold passages.")
+    served: bool = Field(description="Whether this server answers with it (GET /v1/models lists those).")
     settings: dict[str, Any] = Field(description="Every setting with its default.")
 
 

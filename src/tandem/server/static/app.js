@@ -138,7 +138,7 @@ async function load() {
     const [m, i] = await Promise.all([fetch("v1/methods", { headers: headers() }), fetch("v1/indexes", { headers: headers() })]);
     if (!m.ok) { $("status").textContent = m.status === 401 ? "this server needs an API key" : `HTTP ${m.status}`; return; }
     const methods = await m.json(), indexes = await i.json();
-    $("method").replaceChildren(...methods.methods.map((x) => new Option(x.name, x.name, false, x.name === methods.default)));
+    $("method").replaceChildren(...methods.methods.filter((x) => x.served !== false).map((x) => new Option(x.name, x.name, false, x.name === methods.default)));
     $("index").replaceChildren(...indexes.indexes.map((x) => new Option(`${x.name} (${x.documents})`, x.name, false, x.name === indexes.default)));
   } catch (err) {
     $("status").textContent = String(err);

@@ -1,7 +1,7 @@
 """Measure the LLM layer on this machine; prints one JSON object (no assertions).
 
-    PYTHONPATH=src python -m tandem.llm.bench local      # load time, prompt and generation tok/s
-    PYTHONPATH=src python -m tandem.llm.bench openai     # client throughput against the fake server
+    python benchmarks/llm_client.py local      # load time, prompt and generation tok/s
+    python benchmarks/llm_client.py openai     # client throughput against the fake server
 
 Figures are medians over ``--repeat`` runs.
 """
