@@ -19,7 +19,7 @@ from tandem.index.store import DocStore
 from tandem.llm.types import LLM
 from tandem.methods.base import Method, Search
 from tandem.methods.settings import RerankSettings
-from tandem.registry import METHODS
+from tandem.registry import METHODS, RERANKERS
 from tandem.rerank.base import Reranker
 from tandem.settings import Settings
 from tandem.types import Document
@@ -47,23 +47,11 @@ class Parts:
 
 
 def build_reranker(s: RerankSettings, store: DocStore, index: Index | None = None) -> Reranker | None:
-    """``none`` -> None; ``cross_encoder`` -> CrossEncoderReranker(reranker_model, min_score) (raw logits);
-    ``bi_encoder`` -> cosine with the index's encoder (document vectors read from the store's exact rows
-    without a copy: a flat index or IVF-PQ's re-scoring file; else encoded on the fly); on an index
-    without an encoder, ``reranker_model`` or the embedded MiniLM."""
-    from tandem.index.encoder import load_encoder
-    from tandem.models import DEFAULT_ENCODER
-    from tandem.rerank import BiEncoderReranker, CrossEncoderReranker
-
+    """The reranker ``s.reranker`` names (an entry of :data:`tandem.registry.RERANKERS`: ``bi_encoder``,
+    ``cross_encoder``, ...) over ``store`` and ``index``; ``none`` -> None."""
     if s.reranker == "none":
         return None
-    if s.reranker == "cross_encoder":
-        if not s.reranker_model:
-            raise ConfigError("reranker=cross_encoder needs reranker_model=PATH_OR_HUB_NAME (e.g. BAAI/bge-reranker-v2-m3)")
-        return CrossEncoderReranker(s.reranker_model, store, min_score=s.min_score)
-    if index is None or index.manifest.encoder is None or s.reranker_model is not None:
-        return BiEncoderReranker(load_encoder(s.reranker_model or DEFAULT_ENCODER), store)
-    return BiEncoderReranker(index.encoder, store, index.faiss.exact_rows() if index.has("dense") else None)
+    return RERANKERS.get(s.reranker).build(s, store, index)
 
 
 def load_role_llms(llm: LLM, specs: Mapping[str, str]) -> dict[str, LLM]:

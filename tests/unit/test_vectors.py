@@ -8,7 +8,7 @@ import pytest
 
 from tandem.errors import ConfigError, IndexError_
 from tandem.index import build_index, open_index
-from tandem.index.vectors import STORES, RowFile, VectorStore, build_store, new_store, open_store, parse_store
+from tandem.index.vectors import BACKENDS, RowFile, VectorStore, build_store, new_store, open_store, parse_store
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder
 
@@ -142,7 +142,22 @@ def test_a_dead_qdrant_server_is_named_in_the_error(tmp_path):
 
 
 def test_registry_names_the_kinds():
-    assert set(STORES) == {"faiss", "qdrant"}
+    from tandem.registry import STORES
+
+    assert set(BACKENDS) == {"faiss", "qdrant"}
+    assert STORES.names() == ["flat", "hnsw", "ivf", "ivfpq", "qdrant"]
+
+
+def test_store_options_are_checked_against_the_stores_settings():
+    assert parse_store("ivfpq", {"nprobe": 160, "pq_m": 48}) == {"store": "faiss", "faiss": "ivfpq", "nprobe": 160,
+                                                                  "pq_m": 48}
+    with pytest.raises(ConfigError, match=r"ivfpq store settings: unknown setting 'nprob'; valid settings: "
+                                          r"\['nlist', 'nprobe', 'on_disk', 'pq_m'"):
+        parse_store("ivfpq", {"nprob": 4})
+    with pytest.raises(ConfigError, match="flat store settings: unknown setting 'nprobe'; valid settings: \\[\\]"):
+        parse_store("flat", {"nprobe": 4})  # a setting of another store is not silently dropped
+    with pytest.raises(ConfigError, match="hnsw store settings: setting 'hnsw_m': Input should be greater"):
+        parse_store("hnsw", {"hnsw_m": 1})
 
 
 def test_row_file_reads_the_rows_asked_for(tmp_path):

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from tandem.cli import ask, data, evaluate, index, train
 from tandem.cli.common import console, out, set_verbosity
+from tandem.cli.components import register as register_components
 from tandem.cli.exports import register as register_exports
 from tandem.cli.federate import federate_app
 from tandem.cli.llm import llm_app
@@ -22,8 +23,9 @@ from tandem.secrets import redact
 
 app = typer.Typer(help="tandem: retrieval-augmented multi-hop QA, retriever and LLM working together.", no_args_is_help=True,
                   pretty_exceptions_show_locals=False)
-for command in (index.index, index.retrieve, ask.ask, ask.methods, ask.report):
+for command in (index.index, index.retrieve, ask.ask, ask.report):
     app.command()(command)
+register_components(app)
 app.add_typer(evaluate.eval_app, name="eval")
 app.add_typer(data.data_app, name="data")
 app.add_typer(train.export_app, name="export")

@@ -8,7 +8,6 @@ from typing import Annotated, Optional
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from tandem.cli.common import (
     CONFIG_HELP,
@@ -58,33 +57,6 @@ def ask(
     if expect:
         verdict = "match (normalised exact match)" if exact else "match (the answer contains it)" if match else "NO MATCH"
         out.print(f"expected: {escape(expect)}  ->  {verdict}", highlight=False)
-
-
-def methods(
-    name: Annotated[Optional[str], typer.Argument(help="A method: list its settings, types and defaults.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-) -> None:
-    """List the registered methods, or one method's settings (``--set KEY=VALUE``) with their defaults."""
-    import json
-
-    from tandem.registry import METHODS
-
-    if name is None:
-        if as_json:
-            out.print_json(json.dumps(METHODS.names()))
-        for method in METHODS.names() if not as_json else ():
-            out.print(method)
-        return
-    settings = METHODS.get(name).describe()
-    if as_json:
-        out.print_json(json.dumps({"method": name, "settings": settings}))
-        return
-    table = Table(title=f"{name}: settings (--set KEY=VALUE)")
-    for col in ("setting", "type", "default", "meaning"):
-        table.add_column(col, overflow="fold")
-    for key, info in settings.items():
-        table.add_row(key, escape(str(info["type"])), escape(json.dumps(info["default"])), escape(info["doc"]))
-    out.print(table)
 
 
 def report(

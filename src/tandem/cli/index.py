@@ -70,7 +70,7 @@ def index(
         return
     if out_dir is None:
         raise typer.BadParameter("give --out (the index folder to build), or --add FILES / --add-extras NAME with --index DIR")
-    dense_params = parse_store(store) | parse_settings(store_opt)
+    dense_params = parse_store(store, parse_settings(store_opt))
     with owned_output(out_dir, "index"):  # before any work: a user's folder is refused at once
         docs, stats = _documents(dataset, corpus, fmt, skip_bad, max_tokens, overlap)
         start = time.perf_counter()

@@ -39,9 +39,24 @@ from tandem.index.vectors import DEFAULT_DENSE, VectorStore, default_nlist, new_
 from tandem.io import atomic_open
 from tandem.models import DEFAULT_ENCODER, canonical_name
 from tandem.outdir import MARKER, atomic_dir, check_owned, folder_lock, recover_swap
+from tandem.registry import INDEX_KINDS
 from tandem.types import Document, OnProgress
 
-KINDS: dict[str, tuple[str, ...]] = {"bm25": ("bm25",), "dense": ("dense",), "hybrid": ("bm25", "dense")}
+
+@INDEX_KINDS.register("bm25", needs=("bm25",), doc="BM25 (bm25s) over title + text: English stop words, Snowball stems")
+def _bm25_kind() -> tuple[str, ...]:
+    return ("bm25",)
+
+
+@INDEX_KINDS.register("dense", needs=("dense",), doc="the encoder's vectors in a vector store (--store)")
+def _dense_kind() -> tuple[str, ...]:
+    return ("dense",)
+
+
+@INDEX_KINDS.register("hybrid", needs=("bm25", "dense"), doc="both, fused at search time (RRF or weighted)")
+def _hybrid_kind() -> tuple[str, ...]:
+    return ("bm25", "dense")
+
 EXTRAS_DIR = "extras"
 
 # An extra computes per-document arrays at build time from the store and the encoder. A builder may
@@ -71,15 +86,13 @@ def build_index(
     (:mod:`tandem.index.stream`); a build killed on the way and run again continues at the first
     unfinished shard. ``on_progress(done, total)`` counts documents encoded (``total`` is 0 when
     ``docs`` has no length)."""
-    if kind not in KINDS:
-        raise ConfigError(f"unknown index kind {kind!r}; choose one of {sorted(KINDS)}")
+    components = INDEX_KINDS.get(kind).build()  # an unknown kind: a ConfigError naming the kinds
     if shard_size < 1:
         raise ConfigError(f"shard size must be at least 1, got {shard_size}")
     if isinstance(docs, Sequence):  # in memory already: refuse an empty corpus or a repeated id before any work
         if not docs:
             raise ConfigError("cannot index an empty corpus")
         index_ids(docs)
-    components = KINDS[kind]
     out = Path(out)
     needs_encoder = "dense" in components or any(getattr(b, "needs_encoder", True) for b in extras)
     enc = (load_encoder(encoder) if isinstance(encoder, str) else encoder) if needs_encoder else None

@@ -32,8 +32,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import faiss
 import numpy as np
+from pydantic import Field
 
 from tandem.errors import ConfigError, IndexError_
+from tandem.registry import STORES, NoSettings
+from tandem.settings import Settings
 
 DENSE_FILE = "dense.faiss"
 VECTORS_FILE = "dense.vectors"  # raw float32 rows (n, dim), for re-ranking IVF-PQ candidates
@@ -453,7 +456,7 @@ def _close_local(client: Any) -> None:
 
 StoreFactory = Callable[[dict[str, Any], int, "Path | None"], VectorStore]
 StoreOpener = Callable[[Path, dict[str, Any]], VectorStore]
-STORES: dict[str, tuple[StoreFactory, StoreOpener]] = {
+BACKENDS: dict[str, tuple[StoreFactory, StoreOpener]] = {
     "faiss": (FaissStore, FaissStore.open),
     "qdrant": (QdrantStore, QdrantStore.open),
 }
@@ -461,8 +464,8 @@ STORES: dict[str, tuple[StoreFactory, StoreOpener]] = {
 
 def _store_kind(params: dict[str, Any]) -> str:
     kind = params.get("store", "faiss")
-    if kind not in STORES:
-        raise ConfigError(f"unknown vector store {kind!r}; choose one of {sorted(STORES)}")
+    if kind not in BACKENDS:
+        raise ConfigError(f"unknown vector store {kind!r}; choose one of {sorted(BACKENDS)}")
     return kind
 
 
@@ -478,13 +481,13 @@ def new_store(params: dict[str, Any], dim: int, folder: Path | None = None) -> V
         raise ConfigError(f"unknown vector store settings {unknown}; known: {sorted(KNOWN_PARAMS - {'dim'})}")
     if kind == "qdrant":
         params = {**params, "faiss": None, "dim": dim}  # the manifest must not claim a FAISS kind
-    return STORES[kind][0](params, dim, folder)
+    return BACKENDS[kind][0](params, dim, folder)
 
 
 def open_store(folder: Path, params: dict[str, Any]) -> VectorStore:
     """The store an index folder holds, with the search-time settings of its manifest ``params``."""
     params = {**DEFAULT_DENSE, **params}
-    return STORES[_store_kind(params)][1](Path(folder), params)
+    return BACKENDS[_store_kind(params)][1](Path(folder), params)
 
 
 def build_store(vectors: np.ndarray, params: dict[str, Any], folder: Path, batch_size: int = 65_536) -> VectorStore:
@@ -499,12 +502,71 @@ def build_store(vectors: np.ndarray, params: dict[str, Any], folder: Path, batch
     return store
 
 
-def parse_store(spec: str) -> dict[str, Any]:
-    """Dense parameters for a ``--store`` value: flat | ivf | hnsw | ivfpq | qdrant[:PATH|URL]."""
+class IVFSettings(Settings):
+    """IVF-Flat: FAISS inverted lists over exact vectors (inner product)."""
+
+    nlist: int | None = Field(None, ge=1, description="inverted lists (default: about 4 sqrt(n))")
+    nprobe: int = Field(DEFAULT_DENSE["nprobe"], ge=1, description="lists probed per query")
+
+
+class HNSWSettings(Settings):
+    """HNSW: FAISS graph index over exact vectors."""
+
+    hnsw_m: int = Field(DEFAULT_DENSE["hnsw_m"], ge=2, le=256, description="graph degree")
+    ef_search: int = Field(DEFAULT_DENSE["ef_search"], ge=1, description="candidates kept while searching")
+
+
+class IVFPQSettings(IVFSettings):
+    """IVF-PQ: product-quantised codes, re-scored exactly from the float vectors on disk (docs/scale.md)."""
+
+    pq_m: int | None = Field(IVFPQ_DEFAULTS["pq_m"], ge=1, description="sub-quantisers (must divide the dimension; "
+                                                                        "default: dim / 8)")
+    pq_nbits: int = Field(IVFPQ_DEFAULTS["pq_nbits"], ge=1, le=16, description="bits per sub-quantiser code")
+    rerank: int = Field(IVFPQ_DEFAULTS["rerank"], ge=0, description="re-score k x rerank candidates exactly (0: off)")
+    on_disk: bool = Field(IVFPQ_DEFAULTS["on_disk"], description="inverted lists in a file, not in memory")
+    train_size: int = Field(IVFPQ_DEFAULTS["train_size"], ge=1, description="vectors sampled to train on")
+
+
+class QdrantSettings(Settings):
+    """Qdrant: embedded local mode in the index folder or PATH, or a server at http(s)://HOST:PORT."""
+
+    collection: str | None = Field(QDRANT_DEFAULTS["collection"], description="collection name (default: from the "
+                                                                               "index folder)")
+    upload_batch: int = Field(QDRANT_DEFAULTS["upload_batch"], ge=1, description="points per upload request")
+    timeout: int = Field(QDRANT_DEFAULTS["timeout"], ge=1, description="server request timeout, seconds")
+
+
+@STORES.register("flat", doc="FAISS exact inner product (the default)")
+def _flat(settings: NoSettings, location: str = "") -> dict[str, Any]:
+    return {"store": "faiss", "faiss": "flat"}
+
+
+@STORES.register("ivf", settings=IVFSettings)
+def _ivf(settings: IVFSettings, location: str = "") -> dict[str, Any]:
+    return {"store": "faiss", "faiss": "ivf", **settings.model_dump(exclude_unset=True)}
+
+
+@STORES.register("hnsw", settings=HNSWSettings)
+def _hnsw(settings: HNSWSettings, location: str = "") -> dict[str, Any]:
+    return {"store": "faiss", "faiss": "hnsw", **settings.model_dump(exclude_unset=True)}
+
+
+@STORES.register("ivfpq", settings=IVFPQSettings)
+def _ivfpq(settings: IVFPQSettings, location: str = "") -> dict[str, Any]:
+    return {"store": "faiss", "faiss": "ivfpq", **settings.model_dump(exclude_unset=True)}
+
+
+@STORES.register("qdrant", settings=QdrantSettings, needs=("qdrant-client",))
+def _qdrant(settings: QdrantSettings, location: str = "") -> dict[str, Any]:
+    return {"store": "qdrant", "faiss": None, "location": location, **settings.model_dump(exclude_unset=True)}
+
+
+def parse_store(spec: str, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Dense parameters for a ``--store`` value (flat | ivf | hnsw | ivfpq | qdrant[:PATH|URL]) and its
+    ``--store-opt`` settings, checked against the store's settings model (``tandem stores NAME`` lists them)."""
     name, sep, location = spec.partition(":")
-    if name == "qdrant":
-        return {"store": "qdrant", "faiss": None, "location": location}
-    if name in FAISS_KINDS and not sep:
-        return {"store": "faiss", "faiss": name}
-    raise ConfigError(f"unknown vector store {spec!r}; give one of {', '.join(FAISS_KINDS)}, qdrant, "
-                      "qdrant:PATH (an embedded store in that folder) or qdrant:http://HOST:6333 (a server)")
+    if name not in STORES or (sep and name != "qdrant"):
+        raise ConfigError(f"unknown vector store {spec!r}; give one of {', '.join(STORES.names())}, "
+                          "qdrant:PATH (an embedded store in that folder) or qdrant:http://HOST:6333 (a server)")
+    entry = STORES.get(name)
+    return entry.build(entry.validate(options or {}, where=f"{name} store settings"), location)

@@ -10,7 +10,7 @@ Heavy backends (torch/transformers) are imported only when a spec needs them::
 from tandem.llm.cache import CachedLLM, cache_key
 from tandem.llm.jsonparse import JSONCompletion, complete_json, parse_json, validate
 from tandem.llm.openai_compat import OpenAILLM
-from tandem.llm.registry import REGISTRY, load_llm, parse_spec, split_model_url
+from tandem.llm.registry import load_llm, parse_spec, split_model_url
 from tandem.llm.types import (
     LLM,
     LLMRequest,
@@ -22,7 +22,6 @@ from tandem.llm.types import (
 
 __all__ = [
     "LLM",
-    "REGISTRY",
     "CachedLLM",
     "JSONCompletion",
     "LLMRequest",

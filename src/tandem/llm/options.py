@@ -3,7 +3,7 @@
 Two kinds of keys:
 
 - backend options, passed to the backend's constructor (``json_mode``, ``timeout``, ``max_retries``,
-  ``max_concurrency``, ...; :data:`BACKEND_OPTIONS` lists them per backend);
+  ``max_concurrency``, ...; each backend's entry in :data:`tandem.registry.LLMS` lists what it ``takes``);
 - generation options that belong to the method's calls: ``temperature`` and ``max_tokens`` -
   ``max_tokens=N`` for single-role methods, ``max_tokens.ROLE=N`` for methods with roles (DualRAG's
   reasoner / entity_identifier / summarizer / answer, CoopRAG's unroll / complete / answer, ...).
@@ -19,17 +19,8 @@ from typing import Any
 
 from tandem.errors import ConfigError
 from tandem.llm.registry import parse_spec
+from tandem.registry import LLMS
 
-_IN_PROCESS = ("json_mode", "num_threads", "dtype")
-BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
-    "local": _IN_PROCESS,
-    "hf": (*_IN_PROCESS, "trust_remote_code"),
-    "openai": ("json_mode", "timeout", "connect_timeout", "max_retries", "connect_retries", "timeout_retries",
-               "backoff_base", "backoff_max",
-               "max_concurrency", "api_key_env", "extra_body", "context_window"),
-    "llamacpp": ("json_mode", "n_ctx", "n_threads", "use_extra_bufts"),
-    "fake": ("constrains_json", "context_window"),
-}
 GENERATION_OPTIONS = ("temperature", "max_tokens")
 # methods whose calls have several roles take max_tokens per role (max_tokens.ROLE=N)
 ROLE_METHODS = ("dualrag", "cooprag")
@@ -55,7 +46,7 @@ def split_llm_options(spec: str, options: Mapping[str, Any], method: str | None 
     Unknown keys raise ConfigError naming every valid key.
     """
     backend, _ = parse_spec(spec)
-    allowed = BACKEND_OPTIONS[backend]
+    allowed = LLMS.get(backend).options["takes"]
     backend_opts: dict[str, Any] = {}
     settings: dict[str, Any] = {}
     for key, value in options.items():

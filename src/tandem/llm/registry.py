@@ -17,20 +17,25 @@ Options are passed to the backend's constructor; ``cache=PATH`` wraps the result
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from tandem.errors import ConfigError
 from tandem.llm.types import LLM
+from tandem.registry import LLMS
+
+_IN_PROCESS = ("json_mode", "num_threads", "dtype")
 
 
+@LLMS.register("local", doc="the embedded SmolLM2 (or local:GGUF_PATH), in-process", takes=_IN_PROCESS)
 def _load_local(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     from tandem.llm.local import load_local
 
     return load_local(arg or "smollm2", spec=spec, **opts)
 
 
+@LLMS.register("hf", doc="any transformers causal LM folder (or a cached hub name), in-process",
+               takes=(*_IN_PROCESS, "trust_remote_code"))
 def _load_hf(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     if not arg:
         raise ConfigError("hf backend needs a model: hf:PATH_OR_NAME")
@@ -39,6 +44,10 @@ def _load_hf(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     return HFLLM(arg, spec=spec, **opts)
 
 
+@LLMS.register("openai", doc="an OpenAI-compatible server: openai:MODEL@BASE_URL",
+               takes=("json_mode", "timeout", "connect_timeout", "max_retries", "connect_retries",
+                      "timeout_retries", "backoff_base", "backoff_max", "max_concurrency", "api_key_env",
+                      "extra_body", "context_window"))
 def _load_openai(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     from tandem.llm.openai_compat import OpenAILLM
 
@@ -48,29 +57,22 @@ def _load_openai(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     return OpenAILLM(model, base_url or opts.pop("base_url", None), spec=spec, **opts)
 
 
+@LLMS.register("llamacpp", doc="a GGUF through llama-cpp-python (extra llamacpp)",
+               takes=("json_mode", "n_ctx", "n_threads", "use_extra_bufts"))
 def _load_llamacpp(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     from tandem.llm.llamacpp import LlamaCppLLM
 
     return LlamaCppLLM(arg or "smollm2", spec=spec, **opts)
 
 
+@LLMS.register("fake", doc="the scripted fake LLM answering TEXT (fake:TEXT), for tests and demos",
+               takes=("constrains_json", "context_window"))
 def _load_fake(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     from tandem.llm.fake import FakeLLM
 
     if arg:
         opts.setdefault("default", arg)
     return FakeLLM(spec=spec, **opts)
-
-
-Loader = Callable[[str, str, dict[str, Any]], LLM]
-
-REGISTRY: dict[str, Loader] = {
-    "local": _load_local,
-    "hf": _load_hf,
-    "openai": _load_openai,
-    "llamacpp": _load_llamacpp,
-    "fake": _load_fake,
-}
 
 
 def split_model_url(arg: str) -> tuple[str, str | None]:
@@ -95,10 +97,10 @@ def split_model_url(arg: str) -> tuple[str, str | None]:
 def parse_spec(spec: str) -> tuple[str, str]:
     """``"backend:arg"`` -> ``(backend, arg)``; raises ConfigError for an unknown backend."""
     if not isinstance(spec, str) or not spec.strip():
-        raise ConfigError(f"an LLM spec must be a non-empty string like 'local'; backends: {sorted(REGISTRY)}")
+        raise ConfigError(f"an LLM spec must be a non-empty string like 'local'; backends: {LLMS.names()}")
     backend, _, arg = spec.strip().partition(":")
-    if backend not in REGISTRY:
-        raise ConfigError(f"unknown LLM backend {backend!r} in spec {spec!r}; backends: {sorted(REGISTRY)}")
+    if backend not in LLMS:
+        raise ConfigError(f"unknown LLM backend {backend!r} in spec {spec!r}; backends: {LLMS.names()}")
     return backend, arg
 
 
@@ -106,9 +108,10 @@ def load_llm(spec: str, *, cache: str | Path | None = None, **opts: Any) -> LLM:
     """Build the LLM a spec names (see module doc); ``cache=PATH`` adds the SQLite response cache."""
     backend, arg = parse_spec(spec)
     try:
-        llm = REGISTRY[backend](arg, spec.strip(), dict(opts))
+        llm = LLMS.get(backend).build(arg, spec.strip(), dict(opts))
     except TypeError as exc:
-        raise ConfigError(f"bad option for the {backend!r} LLM backend: {exc}") from exc
+        valid = sorted(LLMS.get(backend).options["takes"])
+        raise ConfigError(f"bad option for the {backend!r} LLM backend ({exc}); valid options: {valid}") from exc
     if cache is not None:
         from tandem.llm.cache import CachedLLM
 

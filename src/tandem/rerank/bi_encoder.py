@@ -7,13 +7,16 @@ came from another retriever (BM25, or several keyword queries) against one new q
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import Field
 
 from tandem.index.encoder import Encoder
 from tandem.index.store import DocStore
+from tandem.registry import RERANKERS
 from tandem.rerank.base import ranked
+from tandem.settings import Settings
 from tandem.types import Hit
 
 if TYPE_CHECKING:
@@ -40,3 +43,23 @@ class BiEncoderReranker:
         ids = [h.doc_id for h in hits]
         scores = self._vectors(ids) @ self.encoder.encode([query])[0]
         return ranked(ids, scores.tolist(), self.name, k)
+
+
+class BiEncoderSettings(Settings):
+    """Bi-encoder: cosine of query and passage vectors (offline; the index's own encoder by default)."""
+
+    reranker_model: str | None = Field(None, description="another encoder (local folder or hub name); default: "
+                                                         "the index's, else the embedded MiniLM")
+
+
+@RERANKERS.register("bi_encoder", settings=BiEncoderSettings)
+def build(s: Any, store: DocStore, index: Any = None) -> BiEncoderReranker:
+    """Cosine with the index's encoder, reading the document vectors from the store's exact rows without a copy
+    (a flat index or IVF-PQ's re-scoring file; else encoded on the fly); on an index without an encoder, or
+    with ``reranker_model`` set, that model or the embedded MiniLM."""
+    from tandem.index.encoder import load_encoder
+    from tandem.models import DEFAULT_ENCODER
+
+    if index is None or index.manifest.encoder is None or s.reranker_model is not None:
+        return BiEncoderReranker(load_encoder(s.reranker_model or DEFAULT_ENCODER), store)
+    return BiEncoderReranker(index.encoder, store, index.faiss.exact_rows() if index.has("dense") else None)

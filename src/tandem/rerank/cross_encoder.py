@@ -7,10 +7,16 @@ opt-in. ``min_score`` drops candidates at or below it (DualRAG keeps raw logits 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
+from pydantic import Field
+
+from tandem.errors import ConfigError
 from tandem.index.store import DocStore
 from tandem.models import offline_env, resolve_model
+from tandem.registry import RERANKERS
 from tandem.rerank.base import ranked
+from tandem.settings import Settings
 from tandem.types import Hit
 
 
@@ -42,3 +48,18 @@ class CrossEncoderReranker:
         scores = self.model.predict(pairs, batch_size=self.batch_size, activation_fn=torch.nn.Identity(),
                                     show_progress_bar=False)
         return ranked(ids, [float(s) for s in scores], self.name, k, self.min_score)
+
+
+class CrossEncoderSettings(Settings):
+    """Cross-encoder: a model reading query and passage together (any local folder or cached hub name)."""
+
+    reranker_model: str | None = Field(None, description="the cross-encoder, e.g. BAAI/bge-reranker-v2-m3 (required)")
+    min_score: float | None = Field(0.0, description="keep raw logits > min_score; null keeps all")
+
+
+@RERANKERS.register("cross_encoder", settings=CrossEncoderSettings)
+def build(s: Any, store: DocStore, index: Any = None) -> CrossEncoderReranker:
+    """``reranker_model`` scoring raw logits, keeping those over ``min_score``."""
+    if not s.reranker_model:
+        raise ConfigError("reranker=cross_encoder needs reranker_model=PATH_OR_HUB_NAME (e.g. BAAI/bge-reranker-v2-m3)")
+    return CrossEncoderReranker(s.reranker_model, store, min_score=s.min_score)
