@@ -74,6 +74,18 @@ class Entry(Generic[T]):
         """The settings model's JSON schema (types, bounds, defaults, descriptions)."""
         return self.settings.model_json_schema()
 
+    def markdown(self) -> str:
+        """The settings as a Markdown table (setting, type, default, meaning): what the docs' settings tables hold,
+        written by ``python scripts/docs_settings.py`` and checked by a test."""
+        import json
+
+        rows = ["| setting | type | default | meaning |", "|---|---|---|---|"]
+        for name, info in self.describe().items():
+            cells = [f"`{name}`", info["type"].replace("|", "\\|"), f"`{json.dumps(info['default'])}`",
+                     info["doc"].replace("|", "\\|")]
+            rows.append("| " + " | ".join(cells) + " |")
+        return "\n".join(rows) if len(rows) > 2 else "(no settings)"
+
     def summary(self) -> dict[str, Any]:
         """A JSON-ready description: name, doc, needs and settings."""
         return {"name": self.name, "kind": self.kind, "doc": self.doc, "needs": list(self.needs),

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any, Self
+import logging
+from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 
 from tandem.errors import ConfigError
@@ -18,6 +19,23 @@ class Settings(BaseModel):
     """A block of settings: frozen, unknown keys refused, ``from_dict`` / ``to_dict`` round-trip."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, arbitrary_types_allowed=True)
+    #: old setting name -> its name now: accepted for one release with a deprecation message
+    renamed: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _rename(cls, data: Any) -> Any:
+        if not cls.renamed or not isinstance(data, Mapping) or not set(data) & set(cls.renamed):
+            return data
+        data = dict(data)
+        for old, new in cls.renamed.items():
+            if old in data:
+                if new in data:
+                    raise ValueError(f"{old!r} is the old name of {new!r}: give only {new!r}")
+                logging.getLogger("tandem").warning("setting %r is now called %r; the old name goes in the next "
+                                                    "release", old, new)
+                data[new] = data.pop(old)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None = None, where: str = "") -> Self:

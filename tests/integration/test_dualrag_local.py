@@ -24,7 +24,7 @@ def test_dualrag_one_question_on_local_models(tmp_path):
     build_index(docs, tmp_path / "idx", kind="dense")
     idx = open_index(tmp_path / "idx")
     search = Search(open_retriever(idx), idx.store)
-    method = build_method("dualrag", load_llm("local"), search, max_iter=2, topk=5, rerank_topk=3)
+    method = build_method("dualrag", load_llm("local"), search, max_iter=2, candidates=5, k=3)
     answer = method.answer(question)
 
     steps = answer.trace.steps

@@ -56,7 +56,7 @@ class CoopRAG:
     def __init__(self, llm: LLM, search: Search, reranker: Reranker | None = None,
                  settings: CoopRAGSettings | None = None) -> None:
         s = settings or CoopRAGSettings()
-        self.llm, self.search, self.reranker, self.n, self.k = llm, search, reranker, s.n, s.k
+        self.llm, self.search, self.reranker, self.candidates, self.k = llm, search, reranker, s.candidates, s.k
         self.query, self.masks, self.one_call = s.query, s.masks, s.one_call
         self.attempts = {"unroll": s.unroll_attempts, "complete": s.complete_attempts, "one_call": s.complete_attempts}
         self.temperature, self.retry_temperature = s.temperature, s.retry_temperature
@@ -86,7 +86,7 @@ class CoopRAG:
     def retrieve(self, query: str, trace: Trace) -> tuple[list[Hit], list[Document]]:
         """Steps (ii)-(iii): dense top-n for U, reranked to top-k."""
         step = trace.add(Step("retrieve", queries=[query]))
-        hits, _ = self.search(query, self.n if self.reranker is not None else self.k)
+        hits, _ = self.search(query, self.candidates if self.reranker is not None else self.k)
         step.hits = hits
         if self.reranker is not None:
             hits = self.reranker.rerank(query, hits, self.k)

@@ -8,7 +8,7 @@
         thoughts += thought
         if not need_retrieve: break
         for entity, keywords in EntityIdentifier(outline, question, thoughts, known=entities(outline) - {else}):
-            pool <- union by doc id of retrieve(keyword, topk=50) for each keyword
+            pool <- union by doc id of retrieve(keyword, candidates=50) for each keyword
             docs <- rerank(entity name, pool)[:10]        (cross-encoder: logits <= min_score dropped)
             unread <- docs not in outline[entity].supports
             summary <- Summarizer(question, thoughts, entity, keywords, unread)
@@ -131,7 +131,7 @@ class DualRAG:
         self.llms = {role: (role_llms or {}).get(role, llm) for role in P.ROLES}
         self.llms[P.THOUGHT_ROLE] = self.llms["reasoner"]
         self.search, self.reranker = search, reranker
-        self.max_iter, self.topk, self.rerank_topk = s.max_iter, s.topk, s.rerank_topk
+        self.max_iter, self.candidates, self.k = s.max_iter, s.candidates, s.k
         self.use_reasoner, self.use_entity_identifier, self.use_outline = s.use_reasoner, s.use_entity_identifier, s.use_outline
         self.answer_style, self.max_entities, self.temperature = s.answer_style, s.max_entities, s.temperature
         self.send_schema = s.send_schema
@@ -195,12 +195,12 @@ class DualRAG:
     # -- RaQ retrieval + pKA for one entity -----------------------------------------------------
 
     def _retrieve(self, entity: str, keywords: list[str]) -> list[Hit]:
-        """Top-``topk`` per keyword, union by id, rerank with the entity name, keep ``rerank_topk``."""
-        pool = union_by_id(self.search.retriever.search_batch(keywords, self.topk))
+        """Top-``candidates`` per keyword, union by id, rerank with the entity name, keep ``k``."""
+        pool = union_by_id(self.search.retriever.search_batch(keywords, self.candidates))
         if self.reranker is None:
-            return pool[: self.rerank_topk]
+            return pool[: self.k]
         query = "; ".join(keywords) if entity == P.ELSE_ENTITY else entity  # "else" names nothing to rank by
-        return self.reranker.rerank(query, pool, self.rerank_topk)
+        return self.reranker.rerank(query, pool, self.k)
 
     def _aggregate(self, trace: Trace, step: Step, outline: Outline, question: str, thoughts: list[str],
                    entity: str, keywords: list[str]) -> None:

@@ -5,7 +5,7 @@
         (finished, q_i, a_i) <- LLM(question, pairs)          # generate: next sub-question, answered from memory
                                                               # (finished = false while |pairs| < min_iter)
         if finished: break
-        docs <- rerank(q_i, retrieve(q_i, topk))[:rerank_topk]
+        docs <- rerank(q_i, retrieve(q_i, candidates))[:k]
         for each batch of `batch` documents:                  # ground
             reply <- LLM(batch, q_i, a_i)                     # JSON {evidence, answer} (ground_format=json)
                                                               # or "<ref>evidence</ref><revise>answer</revise>"
@@ -155,7 +155,7 @@ class GenGround:
                  reranker: Reranker | None = None) -> None:
         s = settings or GenGroundSettings()
         self.llm, self.search, self.reranker = llm, search, reranker
-        self.max_iter, self.topk, self.rerank_topk, self.batch = s.max_iter, s.topk, s.rerank_topk, s.batch
+        self.max_iter, self.candidates, self.k, self.batch = s.max_iter, s.candidates, s.k, s.batch
         self.min_iter = s.min_iter
         self.temperature, self.send_schema = s.temperature, s.send_schema
         self.ground_tokens, self.max_tokens, self.ground_format = s.ground_tokens, s.max_tokens, s.ground_format
@@ -213,8 +213,8 @@ class GenGround:
                 step.notes["stop"] = "finished" if plan else "no usable plan"
                 break
             step.queries.append(plan.sub_question)
-            step.hits, docs = search_reranked(self.search, self.reranker, plan.sub_question, self.rerank_topk,
-                                              self.topk)
+            step.hits, docs = search_reranked(self.search, self.reranker, plan.sub_question, self.k,
+                                              self.candidates)
             answer = self._ground(trace, step, plan, docs)
             step.notes.update(sub_question=plan.sub_question, generated=plan.answer, answer=answer)
             pairs.append((plan.sub_question, answer))

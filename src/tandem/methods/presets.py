@@ -26,9 +26,9 @@ PRESETS: dict[str, dict[str, Any]] = {
             "naive_rag": {**_READ_50_10, "candidates": 50, "k": 10, "temperature": 0.3},
             "ircot": {**_READ_50_10, "candidates": 50, "k": 10, "temperature": 0.3},
             "iter_retgen": {**_READ_50_10, "candidates": 50, "k": 10},
-            "genground": {**_READ_50_10, "topk": 50, "rerank_topk": 10},
+            "genground": {**_READ_50_10, "candidates": 50, "k": 10},
             "metarag": {**_READ_50_10, "candidates": 50, "k": 10},
-            "dualrag": {**_READ_50_10, "topk": 50, "rerank_topk": 10, "answer_style": "complete"},
+            "dualrag": {**_READ_50_10, "candidates": 50, "k": 10, "answer_style": "complete"},
         },
     },
 }

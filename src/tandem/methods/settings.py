@@ -7,7 +7,7 @@ docs/methods/*.md."""
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -76,9 +76,11 @@ class IRCoTSettings(ReadSettings):
 class DualRAGSettings(RerankSettings):
     """DualRAG (docs/methods/dualrag.md): Reasoner + Entity Identifier, Summarizer + Knowledge Outline."""
 
+    renamed: ClassVar[dict[str, str]] = {"topk": "candidates", "rerank_topk": "k"}
+
     max_iter: int = Field(5, ge=1, description="reasoning steps (paper: 5)")
-    topk: int = Field(50, ge=1, description="hits per keyword (paper: 50)")
-    rerank_topk: int = Field(10, ge=1, description="documents kept per entity after reranking (paper: 10)")
+    candidates: int = Field(50, ge=1, description="first-stage hits per keyword (paper's topk: 50)")
+    k: int = Field(10, ge=1, description="documents kept per entity after reranking (paper's rerank_topk: 10)")
     reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
         "bi_encoder", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
                                   "reranker_model (the paper's bge-reranker-v2-m3); none: the ablation", json_schema_extra=SERVER_ONLY)
@@ -111,7 +113,9 @@ class DualRAGSettings(RerankSettings):
 class CoopRAGSettings(Settings):
     """CoopRAG (docs/methods/cooprag.md): unroll, retrieve with U, RaLa rerank, complete, answer."""
 
-    n: int = Field(100, ge=1, description="first-stage depth", json_schema_extra=SERVER_ONLY)
+    renamed: ClassVar[dict[str, str]] = {"n": "candidates"}
+
+    candidates: int = Field(100, ge=1, description="first-stage depth (the paper's n)", json_schema_extra=SERVER_ONLY)
     k: int = Field(5, ge=1, description="documents kept after reranking")
     query: Literal["q", "q+s", "q+r", "q+s+r"] = Field("q+s+r", description="parts of U (paper Table 16)")
     masks: Literal["drop", "keep"] = Field("drop", description="drop: mask tokens left out of U; keep: literal")
@@ -137,8 +141,8 @@ class CoopRAGSettings(Settings):
 
     @model_validator(mode="after")
     def _depth(self) -> Self:
-        if self.k > self.n:
-            raise ValueError(f"k ({self.k}) must not exceed n ({self.n})")
+        if self.k > self.candidates:
+            raise ValueError(f"k ({self.k}) must not exceed candidates ({self.candidates})")
         return self
 
 
@@ -171,11 +175,13 @@ class GenGroundSettings(RerankSettings):
     """GenGround (docs/methods/baselines.md): generate a sub-question and its answer, then ground the answer in
     retrieved documents, batch by batch."""
 
+    renamed: ClassVar[dict[str, str]] = {"topk": "candidates", "rerank_topk": "k"}
+
     max_iter: int = Field(5, ge=1, description="sub-questions at most (DualRAG's runs: 5)")
     min_iter: int = Field(1, ge=0, description="sub-questions asked and grounded before the plan may finish (the "
                                                "paper's generate step always asks first); 0 = may finish at once", json_schema_extra=SERVER_ONLY)
-    topk: int = Field(50, ge=1, description="first-stage hits per sub-question (DualRAG's runs: 50)")
-    rerank_topk: int = Field(10, ge=1, description="documents kept after reranking (DualRAG's runs: 10)")
+    candidates: int = Field(50, ge=1, description="first-stage hits per sub-question (DualRAG's runs: 50)")
+    k: int = Field(10, ge=1, description="documents kept after reranking (DualRAG's runs: 10)")
     batch: int = Field(3, ge=1, description="documents per grounding call (the authors: 3)")
     reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
         "bi_encoder", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "

@@ -37,7 +37,7 @@ METHOD_SETTINGS: dict[str, dict[str, Any]] = {
     "dualrag": {"reranker": "none", "keyword_retriever": "index", "max_iter": 3},
     "cooprag": {"reranker": "none", "first_stage": "index", "k": 5},
     "iter_retgen": {"k": 5, "iterations": 3},
-    "genground": {"reranker": "none", "max_iter": 3, "rerank_topk": 6},
+    "genground": {"reranker": "none", "max_iter": 3, "k": 6},
     "metarag": {"reranker": "none", "k": 5, "max_iter": 3, "monitor": "off"},
 }
 # the figures recorded per method (means over the questions)
