@@ -5,8 +5,8 @@ documented (``Settings.describe``). Methods, retrievers, rerankers, stores, LLM 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 import logging
+from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
