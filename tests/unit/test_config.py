@@ -36,7 +36,7 @@ def test_settings_errors_name_the_key_and_the_valid_ones():
         DualRAGSettings.from_dict({"max_iter": 0})
     with pytest.raises(ConfigError, match=r"unknown DualRAG role\(s\) \['planner'\]"):
         DualRAGSettings.from_dict({"role_llms": {"planner": "local"}})
-    with pytest.raises(ConfigError, match="k \\(9\\) must not exceed n \\(4\\)"):
+    with pytest.raises(ConfigError, match="k \\(9\\) must not exceed candidates \\(4\\)"):
         build_method("cooprag", FakeLLM(), settings={"n": 4, "k": 9})
     assert DualRAGSettings().replace(max_iter=3).max_iter == 3
 

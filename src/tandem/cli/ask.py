@@ -15,7 +15,6 @@ from tandem.cli.common import (
     LLM_OPT_HELP,
     RETRIEVER_HELP,
     RETRIEVER_OPT_HELP,
-    build_from_config,
     console,
     out,
     print_json,
@@ -46,7 +45,9 @@ def ask(
         method = "ircot"
     cfg = run_config(config_file, llm=llm, llm_opt=llm_opt, set_items=settings, retriever=retriever, retriever_opt=retriever_opt,
                      r2former=r2former, method=method, index=index_dir)
-    runner_method, _, store = build_from_config(cfg)
+    from tandem.eval.run import build_run
+
+    runner_method, _, store = build_run(cfg)
     answer = runner_method.answer(Question("ask", question))
     exact, match = (bool(exact_match(answer.text, [expect])), bool(cover_match(answer.text, [expect]))) if expect else (None, None)
     if as_json:

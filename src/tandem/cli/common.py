@@ -247,21 +247,6 @@ def run_config(config_file: Path | None, *, llm: str | None = None, llm_opt: lis
     return RunConfig.from_dict(data, where=where)
 
 
-def build_from_config(cfg, cache: Path | None = None, passages: list | None = None):
-    """Build the LLM, open the index (if any) and put the method together (:func:`tandem.compose.build_runnable`);
-    returns (method, llm, store)."""
-    from tandem.compose import build_runnable, needs_index
-    from tandem.index import open_index
-    from tandem.llm import load_llm
-
-    if needs_index(cfg.method) and cfg.index is None:
-        raise typer.BadParameter(f"method {cfg.method!r} retrieves: give --index DIR")
-    llm = load_llm(cfg.llm.spec, **cfg.llm.options, **({"cache": cache} if cache else {}))
-    index = open_index(cfg.index) if cfg.index is not None else None
-    runnable, store = build_runnable(cfg.method, llm, index, cfg.settings, passages, cfg.retriever)
-    return runnable, llm, store
-
-
 def parse_slice(spec: str) -> slice:
     """``START:END`` (either part may be empty) as a slice."""
     start, _, end = spec.partition(":")

@@ -14,7 +14,6 @@ from tandem.cli.common import (
     PRESET_HELP,
     RETRIEVER_HELP,
     RETRIEVER_OPT_HELP,
-    build_from_config,
     console,
     load_qa,
     parse_settings,
@@ -26,7 +25,6 @@ from tandem.cli.common import (
 from tandem.config import RunConfig
 from tandem.errors import RunError
 from tandem.outdir import owned_output
-from tandem.secrets import redact
 
 eval_app = typer.Typer(help="Evaluate retrieval or QA methods on a dataset.", no_args_is_help=True)
 
@@ -119,26 +117,12 @@ def eval_qa(
 
 
 def _eval_qa(cfg: RunConfig, out_dir: Path, retry_errors: bool, skip_bad: bool, max_failures: int, as_json: bool) -> None:
-    from tandem.eval.rundir import RunDir
-    from tandem.eval.runner import (
-        ERRORS_LOG,
-        PREDICTIONS,
-        load_done,
-        metrics_row,
-        run_qa,
-    )
-    from tandem.llm import load_llm
+    from tandem.eval.run import evaluate
+    from tandem.eval.runner import ERRORS_LOG, PREDICTIONS, load_done, metrics_row
 
     assert cfg.dataset is not None
     ds = load_qa(Path(cfg.dataset), cfg.format, skip_bad)
     questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
-    cache_path = out_dir / "llm-cache.sqlite" if cfg.cache else None
-    RunDir(out_dir, "qa-run")
-    runner_method, main_llm, _ = build_from_config(cfg, cache_path, ds.passages)
-    judge = cfg.judge
-    judge_llm = (main_llm if judge == cfg.llm.spec else load_llm(judge, **({"cache": cache_path} if cache_path else {}))) if judge else None
-    config = cfg.to_dict() | {"format": ds.format, "llm": {**cfg.llm.to_dict(), "spec": redact(cfg.llm.spec)},
-                              "judge": redact(judge) if judge else None}
     with progress_bar() as bar:
         task = bar.add_task(cfg.method, total=len(questions))
 
@@ -146,10 +130,10 @@ def _eval_qa(cfg: RunConfig, out_dir: Path, retry_errors: bool, skip_bad: bool, 
             em, f1 = running.get("em", 0.0), running.get("f1", 0.0)
             bar.update(task, advance=1, description=f"{cfg.method} EM {em:.3f} F1 {f1:.3f} err {running['errors']}")
 
-        bar.update(task, completed=len(set(load_done(out_dir / PREDICTIONS)) & {q.id for q in questions}))
-        metrics = run_qa(runner_method, questions, out_dir, config, concurrency=cfg.concurrency, judge_llm=judge_llm,
-                         reanswer_llm=main_llm if cfg.reanswer else None, retry_errors=retry_errors,
-                         max_consecutive_failures=max_failures, on_record=on_record)
+        if (out_dir / PREDICTIONS).is_file():
+            bar.update(task, completed=len(set(load_done(out_dir / PREDICTIONS)) & {q.id for q in questions}))
+        metrics = evaluate(cfg, out_dir, retry_errors=retry_errors, skip_bad=skip_bad, max_failures=max_failures,
+                           on_record=on_record, dataset=ds)
     if as_json:
         print_json(metrics)
     else:

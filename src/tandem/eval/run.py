@@ -1,0 +1,80 @@
+"""One QA evaluation run - what ``tandem eval qa`` runs and ``tandem.evaluate`` exposes: the dataset loaded,
+the method built from its :class:`~tandem.config.RunConfig`, every question answered into a run folder
+(predictions with traces, metrics), resumable."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from tandem.config import RunConfig, read_config_file
+from tandem.errors import ConfigError
+from tandem.methods.base import Method
+from tandem.outdir import owned_output
+from tandem.secrets import redact
+
+OnRecord = Callable[[dict[str, Any], dict[str, Any]], None]
+
+
+def build_run(cfg: RunConfig, cache: Path | None = None, passages: list | None = None) -> tuple[Method, Any, Any]:
+    """Build the LLM, open the index (if any) and put the method together (:func:`tandem.compose.build_runnable`);
+    returns (method, llm, store)."""
+    from tandem.compose import build_runnable, needs_index
+    from tandem.index import open_index
+    from tandem.llm import load_llm
+
+    if needs_index(cfg.method) and cfg.index is None:
+        raise ConfigError(f"method {cfg.method!r} retrieves: give --index DIR (index: in a config)")
+    llm = load_llm(cfg.llm.spec, **cfg.llm.options, **({"cache": cache} if cache else {}))
+    index = open_index(cfg.index) if cfg.index is not None else None
+    runnable, store = build_runnable(cfg.method, llm, index, cfg.settings, passages, cfg.retriever)
+    return runnable, llm, store
+
+
+def as_run_config(config: RunConfig | Mapping[str, Any] | str | Path) -> RunConfig:
+    """A run config from a model, a mapping, or a YAML / JSON file (a run folder's ``config.json`` is one)."""
+    if isinstance(config, RunConfig):
+        return config
+    if isinstance(config, (str, Path)):
+        return RunConfig.from_dict(read_config_file(config), where=str(config))
+    return RunConfig.from_dict(config)
+
+
+def evaluate(config: RunConfig | Mapping[str, Any] | str | Path, out: str | Path, *, retry_errors: bool = False,
+             skip_bad: bool = False, max_failures: int = 3, on_record: OnRecord | None = None,
+             dataset: Any = None) -> dict[str, Any]:
+    """Run ``config``'s method over its dataset into run folder ``out`` (resumed where it stopped; a folder that
+    is not a run folder of this kind is refused) and return the metrics (also in ``out/metrics.json``).
+
+    ``on_record(record, running_metrics)`` is called after each question; ``dataset`` is the loaded dataset
+    when the caller has it already (else ``config.dataset`` is read)."""
+    from tandem.corpus import load_dataset
+    from tandem.eval.rundir import RunDir
+    from tandem.eval.runner import run_qa
+    from tandem.llm import load_llm
+
+    cfg = as_run_config(config)
+    if cfg.dataset is None and dataset is None:
+        raise ConfigError("give a dataset (--dataset FILE, or dataset: in the config)")
+    out = Path(out)
+    with owned_output(out, "qa-run", replacing=False):  # before any work, and before the cache file is created
+        ds = dataset if dataset is not None else load_dataset(Path(str(cfg.dataset)), format=cfg.format,
+                                                              skip_bad=skip_bad)
+        questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
+        cache_path = out / "llm-cache.sqlite" if cfg.cache else None
+        RunDir(out, "qa-run")
+        method, main_llm, _ = build_run(cfg, cache_path, ds.passages)
+        judge = cfg.judge
+        judge_llm = None
+        if judge:
+            judge_llm = main_llm if judge == cfg.llm.spec else load_llm(judge, **({"cache": cache_path} if cache_path
+                                                                                  else {}))
+        record = cfg.to_dict() | {"format": ds.format, "llm": {**cfg.llm.to_dict(), "spec": redact(cfg.llm.spec)},
+                                  "judge": redact(judge) if judge else None}
+        return run_qa(method, questions, out, record, concurrency=cfg.concurrency, judge_llm=judge_llm,
+                      reanswer_llm=main_llm if cfg.reanswer else None, retry_errors=retry_errors,
+                      max_consecutive_failures=max_failures, on_record=on_record)
+
+
+__all__ = ["as_run_config", "build_run", "evaluate"]
