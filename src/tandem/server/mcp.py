@@ -1,0 +1,112 @@
+"""A Model Context Protocol server over the HTTP server's :class:`~tandem.server.engine.Engine` (the
+official ``mcp`` SDK; ``tandem mcp`` runs it over stdio or streamable HTTP). Extra ``mcp``.
+
+Tools: ``search`` (query, k, retriever, index -> passages with ids, titles, scores), ``ask`` (question,
+method, index, settings -> the answer, the cited passages and a short chain of evidence),
+``list_indexes`` and ``list_methods`` (each method's settings: type, default, doc; and those a caller
+may not set). Resource template ``passage://{index}/{doc_id}``: one passage as JSON.
+
+The engine answers every call: the same per-question loop, work queue and refusals as the HTTP API
+(settings that name a model, an LLM or a file; numbers out of range; questions over ``max_question``
+characters). Bad input is a tool error whose message names the problem; the server keeps running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+from pydantic import Field
+
+from tandem import __version__
+from tandem.errors import ConfigError, TandemError
+from tandem.integrations.sources import evidence, passage
+from tandem.methods import METHODS, describe_settings
+from tandem.secrets import redact
+from tandem.server.engine import REFUSED_SETTINGS, Engine
+
+try:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+except ImportError as exc:  # pragma: no cover - the extra is installed by scripts/setup.sh
+    raise ConfigError("tandem mcp needs the MCP SDK: pip install 'tandem[mcp]'") from exc
+
+T = TypeVar("T")
+INSTRUCTIONS = ("tandem: retrieval-augmented multi-hop question answering. `search` finds passages in an "
+                "index; `ask` answers a question with a method (DualRAG, CoopRAG, IRCoT, ...) and returns the "
+                "passages it read and its chain of evidence; `list_indexes` and `list_methods` say what there is.")
+RetrieverKind = Literal["bm25", "dense", "hybrid", "graph"]
+
+
+def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
+    """The MCP server over ``engine``; questions and queries over ``max_question`` characters are refused."""
+    server = MCPServer("tandem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+
+    async def run(fn: Callable[..., T], *args: Any) -> T:
+        """``fn`` on one of the engine's workers (its queue's limit applies); tandem's errors as tool errors."""
+        try:
+            return await asyncio.wrap_future(engine.submit(fn, *args))
+        except TandemError as exc:
+            raise ToolError(redact(str(exc))) from exc
+
+    def check_text(what: str, text: str) -> None:
+        if len(text) > max_question:
+            raise ToolError(f"the {what} has {len(text)} characters; the limit is {max_question}")
+
+    @server.tool()
+    async def search(query: Annotated[str, Field(min_length=1, description="What to search for.")],
+                     k: Annotated[int, Field(ge=1, le=100, description="How many passages.")] = 5,
+                     retriever: Annotated[RetrieverKind | None, Field(
+                         description="Retriever kind (default: the index's own); graph follows links between passages.")] = None,
+                     index: Annotated[str | None, Field(description="An index name (list_indexes); default: the first.")] = None,
+                     ) -> dict[str, Any]:
+        """The top-k passages of an index for a query, best first: id, title, text, score, rank."""
+        check_text("query", query)
+        hits = await run(engine.retrieve, query, index, k, retriever)
+        return {"query": query, "index": index or engine.default_index, "passages": [passage(h) for h in hits]}
+
+    @server.tool()
+    async def ask(question: Annotated[str, Field(min_length=1, description="The question.")],
+                  method: Annotated[str | None, Field(description="A method (list_methods); default: the server's.")] = None,
+                  index: Annotated[str | None, Field(description="An index name (list_indexes); default: the first.")] = None,
+                  settings: Annotated[dict[str, Any] | None, Field(
+                      description="Method settings, e.g. {\"max_iter\": 3} (list_methods gives each method's).")] = None,
+                  ) -> dict[str, Any]:
+        """Answer a question with a tandem method: the answer, the passages shown to the LLM (cited), a
+        short chain of evidence (each step's queries, passages found and notes) and the cost."""
+        check_text("question", question)
+        result = await run(engine.ask, question, method, index, settings or {})
+        return {"answer": result["answer"], "method": result["method"],
+                "cited": [{k: p[k] for k in ("id", "title", "text") if k in p} for p in result["cited"]],
+                "evidence": evidence(result), "cost": result["cost"]}
+
+    @server.tool()
+    def list_indexes() -> dict[str, Any]:
+        """The indexes this server searches: name, kind, passages, encoder; the default is the first."""
+        return {"default": engine.default_index,
+                "indexes": [{"name": n, "kind": i.kind, "documents": i.manifest.doc_count,
+                             "encoder": i.manifest.encoder} for n, i in engine.indexes.items()]}
+
+    @server.tool()
+    def list_methods() -> dict[str, Any]:
+        """The methods `ask` runs, each with its settings (type, default, doc) and those a caller may not set."""
+        methods = []
+        for name in sorted(METHODS):
+            settings = describe_settings(name)
+            methods.append({"name": name, "settings": settings, "refused": sorted(REFUSED_SETTINGS & set(settings))})
+        return {"default": engine.default_method, "methods": methods}
+
+    @server.resource("passage://{index}/{doc_id}", mime_type="application/json",
+                     description="One passage of an index by its id, as JSON (id, title, text).")
+    def read_passage(index: str, doc_id: str) -> str:
+        try:
+            store = engine.index(index).store
+        except ConfigError as exc:
+            raise ResourceNotFoundError(str(exc)) from exc
+        if doc_id not in store:
+            raise ResourceNotFoundError(f"index {index!r} has no passage {doc_id!r}")
+        return json.dumps(store.get(doc_id).to_dict(), ensure_ascii=False)
+
+    return server

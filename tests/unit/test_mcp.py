@@ -1,0 +1,146 @@
+"""The MCP server with the official ``mcp`` client SDK and the fake LLM: in process, over stdio
+(``tandem mcp`` as a child process) and over streamable HTTP on loopback; bad input is a tool error
+with a message and the server goes on answering."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tandem.index import build_index
+from tandem.server.engine import Engine
+from tandem.testing.fake_llm import FakeLLM
+
+mcp = pytest.importorskip("mcp")
+from mcp import Client, StdioServerParameters  # noqa: E402
+
+from tandem.server.mcp import create_mcp  # noqa: E402
+
+QUESTION = "Where was Marie Curie born?"
+TOOLS = {"search", "ask", "list_indexes", "list_methods"}
+
+
+@pytest.fixture
+def index_dir(tmp_path, small_docs) -> Path:
+    build_index(small_docs, tmp_path / "demo", kind="bm25")
+    return tmp_path / "demo"
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 120))
+
+
+async def exercise(client: Client) -> dict:
+    """What every transport must do: list the tools, search, ask (the fake LLM says Warsaw), refuse bad
+    input with a message, and answer again after it."""
+    assert {t.name for t in (await client.list_tools()).tools} >= TOOLS
+    found = await client.call_tool("search", {"query": QUESTION, "k": 2})
+    assert not found.is_error
+    passages = found.structured_content["passages"]
+    assert [p["rank"] for p in passages] == [1, 2] and passages[0]["id"] == "d1" and passages[0]["title"] == "Marie Curie"
+    assert passages[0]["score"] > passages[1]["score"] and "Warsaw" in passages[0]["text"]
+    answered = await client.call_tool("ask", {"question": QUESTION, "method": "naive_rag", "settings": {"k": 2}})
+    assert not answered.is_error, answered.content
+    body = answered.structured_content
+    assert body["answer"] == "Warsaw" and body["method"] == "naive_rag"
+    assert [p["id"] for p in body["cited"]] == [p["id"] for p in passages]  # naive_rag reads its top-2
+    assert body["evidence"][0]["queries"] == [QUESTION] and body["evidence"][0]["passages"][0]["title"] == "Marie Curie"
+    assert body["cost"]["llm_calls"] == 1
+    errors = {}
+    for name, tool, args in [
+        ("index", "search", {"query": QUESTION, "index": "nope"}),
+        ("method", "ask", {"question": QUESTION, "method": "nope"}),
+        ("file", "ask", {"question": QUESTION, "method": "naive_rag", "settings": {"reranker_model": "/etc/passwd"}}),
+        ("path", "ask", {"question": QUESTION, "method": "naive_rag", "settings": {"reranker": "../../etc/passwd"}}),
+        ("k", "search", {"query": QUESTION, "k": 0}),
+    ]:
+        result = await client.call_tool(tool, args)
+        assert result.is_error, (name, result)
+        errors[name] = result.content[0].text
+    again = await client.call_tool("ask", {"question": "Where is Warsaw?", "method": "naive_rag"})
+    assert not again.is_error and again.structured_content["answer"] == "Warsaw"
+    return errors
+
+
+def check_errors(errors: dict) -> None:
+    assert "unknown index 'nope'" in errors["index"] and "demo" in errors["index"]
+    assert "unknown method 'nope'" in errors["method"] and "dualrag" in errors["method"]
+    assert "'reranker_model' loads a model or file" in errors["file"]
+    assert "not a plain name" in errors["path"]
+    assert "greater than or equal to 1" in errors["k"]
+
+
+def test_tools_answer_and_refuse_in_process(index_dir):
+    engine = Engine({"demo": index_dir}, FakeLLM(default="Warsaw"), method="naive_rag")
+
+    async def go():
+        async with Client(create_mcp(engine, max_question=100)) as client:
+            errors = await exercise(client)
+            long = await client.call_tool("ask", {"question": "why " * 40})
+            assert long.is_error and "the question has 160 characters; the limit is 100" in long.content[0].text
+            indexes = (await client.call_tool("list_indexes", {})).structured_content
+            assert indexes == {"default": "demo", "indexes": [{"name": "demo", "kind": "bm25", "documents": 5,
+                                                               "encoder": None}]}
+            methods = {m["name"]: m for m in (await client.call_tool("list_methods", {})).structured_content["methods"]}
+            assert methods["dualrag"]["settings"]["max_iter"]["default"] == 5 and methods["dualrag"]["settings"]["max_iter"]["type"] == "int"
+            assert "r2former" in methods["r2ag"]["refused"] and "max_iter" not in methods["dualrag"]["refused"]
+            read = await client.read_resource("passage://demo/d3")
+            assert json.loads(read.contents[0].text) == {"id": "d3", "title": "Warsaw",
+                                                         "text": "Warsaw is the capital of Poland on the Vistula river."}
+            with pytest.raises(mcp.MCPError, match="no passage 'zz'"):
+                await client.read_resource("passage://demo/zz")
+            return errors
+
+    check_errors(run(go()))
+
+
+def test_stdio_server_started_by_the_client_sdk(index_dir):
+    params = StdioServerParameters(command=sys.executable, args=[
+        "-m", "tandem.cli", "mcp", "--index", f"demo={index_dir}", "--llm", "fake:Warsaw", "--method", "naive_rag"])
+
+    async def go():
+        async with Client(params) as client:
+            return await exercise(client)
+
+    check_errors(run(go()))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_streamable_http_on_loopback(index_dir, tmp_path):
+    port = free_port()
+    log = (tmp_path / "mcp.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "tandem.cli", "mcp", "--index", f"demo={index_dir}", "--llm",
+                             "fake:Warsaw", "--method", "naive_rag", "--transport", "http", "--port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 90
+        while True:
+            assert proc.poll() is None, (tmp_path / "mcp.log").read_text()
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            assert time.time() < deadline, "the MCP server did not start listening in 90 s"
+            time.sleep(0.2)
+
+        async def go():
+            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                return await exercise(client)
+
+        check_errors(run(go()))
+        assert proc.poll() is None  # still serving after the errors
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        log.close()
