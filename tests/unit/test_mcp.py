@@ -17,6 +17,7 @@ import pytest
 from tandem.index import build_index
 from tandem.server.engine import Engine
 from tandem.testing.fake_llm import FakeLLM
+from tandem.testing.serving import free_port
 
 mcp = pytest.importorskip("mcp")
 from mcp import Client, StdioServerParameters  # noqa: E402
@@ -110,12 +111,6 @@ def test_stdio_server_started_by_the_client_sdk(index_dir):
             return await exercise(client)
 
     check_errors(run(go()))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_streamable_http_on_loopback(index_dir, tmp_path):
