@@ -97,6 +97,18 @@ def test_llamaindex_query_engine_returns_the_answer_with_source_nodes(demo, serv
     assert str(asyncio.run(engine.aquery(DEMO_QUESTION))) == "Warsaw"
 
 
+def test_a_server_with_an_api_key(demo):
+    engine = Engine({"demo": demo}, reading_llm(), method="naive_rag")
+    with serving(create_app(engine, api_key="s3cret-key")) as url:
+        with pytest.raises(ConfigError, match="answered 401: missing or wrong API key") as caught:
+            lc.TandemRetriever(source=url, api_key="wrong").invoke("Warsaw")
+        assert "s3cret" not in str(caught.value)
+        assert li.TandemRetriever(url, api_key="s3cret-key", k=1).retrieve("Vistula")[0].node.node_id == "vistula.md#0"
+        answer = lc.method_runnable(url, "naive_rag", api_key="s3cret-key", settings={"k": 3}).invoke(DEMO_QUESTION)
+        assert answer["answer"] == "Warsaw"
+    engine.close()
+
+
 def test_bad_input_is_a_clear_error(demo, server):
     with pytest.raises(ConfigError, match="unknown retriever 'nope'"):
         lc.TandemRetriever(source=str(demo), retriever="nope")

@@ -139,3 +139,15 @@ def test_streamable_http_on_loopback(index_dir, tmp_path):
         proc.terminate()
         proc.wait(20)
         log.close()
+
+
+def test_command_line_errors_name_the_problem(tmp_path):
+    from typer.testing import CliRunner
+
+    from tandem.cli import app
+    from tandem.errors import TandemError
+
+    for args, message in ([[], "give at least one --index"], [["--index", f"x={tmp_path / 'missing'}"], "missing"]):
+        res = CliRunner().invoke(app, ["mcp", "--llm", "fake", *args])
+        assert isinstance(res.exception, TandemError) and res.exception.exit_code == 2, res.output
+        assert message in str(res.exception)
