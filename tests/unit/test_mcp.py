@@ -41,7 +41,8 @@ def run(coro):
 async def exercise(client: Client) -> dict:
     """What every transport must do: list the tools, search, ask (the fake LLM says Warsaw), refuse bad
     input with a message, and answer again after it."""
-    assert {t.name for t in (await client.list_tools()).tools} >= TOOLS
+    tools = (await client.list_tools()).tools
+    assert {t.name for t in tools} == TOOLS and all(t.annotations.read_only_hint for t in tools)
     found = await client.call_tool("search", {"query": QUESTION, "k": 2})
     assert not found.is_error
     passages = found.structured_content["passages"]
@@ -90,8 +91,14 @@ def test_tools_answer_and_refuse_in_process(index_dir):
             assert indexes == {"default": "demo", "indexes": [{"name": "demo", "kind": "bm25", "documents": 5,
                                                                "encoder": None}]}
             methods = {m["name"]: m for m in (await client.call_tool("list_methods", {})).structured_content["methods"]}
-            assert methods["dualrag"]["settings"]["max_iter"]["default"] == 5 and methods["dualrag"]["settings"]["max_iter"]["type"] == "int"
-            assert "r2former" in methods["r2ag"]["refused"] and "max_iter" not in methods["dualrag"]["refused"]
+            assert len(methods) == 10 and methods["dualrag"]["description"]
+            max_iter = methods["dualrag"]["settings_schema"]["properties"]["max_iter"]
+            assert max_iter["default"] == 5 and max_iter["type"] == "integer"
+            assert "r2former" in methods["r2ag"]["refused"] and "r2former" not in methods["r2ag"]["settings_schema"]["properties"]
+            one = (await client.call_tool("list_methods", {"method": "naive_rag"})).structured_content["methods"]
+            assert [m["name"] for m in one] == ["naive_rag"] and one[0]["refused"] == ["reranker_model"]
+            unknown = await client.call_tool("list_methods", {"method": "nope"})
+            assert unknown.is_error and "unknown method 'nope'" in unknown.content[0].text
             read = await client.read_resource("passage://demo/d3")
             assert json.loads(read.contents[0].text) == {"id": "d3", "title": "Warsaw",
                                                          "text": "Warsaw is the capital of Poland on the Vistula river."}

@@ -3,8 +3,8 @@ official ``mcp`` SDK; ``tandem mcp`` runs it over stdio or streamable HTTP). Ext
 
 Tools: ``search`` (query, k, retriever, index -> passages with ids, titles, scores), ``ask`` (question,
 method, index, settings -> the answer, the cited passages and a short chain of evidence),
-``list_indexes`` and ``list_methods`` (each method's settings: type, default, doc; and those a caller
-may not set). Resource template ``passage://{index}/{doc_id}``: one passage as JSON.
+``list_indexes`` and ``list_methods`` (each method's description, the JSON Schema of the settings a
+caller may set, and those refused). Resource template ``passage://{index}/{doc_id}``: one passage as JSON.
 
 The engine answers every call: the same per-question loop, work queue and refusals as the HTTP API
 (settings that name a model, an LLM or a file; numbers out of range; questions over ``max_question``
@@ -21,15 +21,17 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import Field
 
 from tandem import __version__
+from tandem.compose import method_settings_model
 from tandem.errors import ConfigError, TandemError
 from tandem.integrations.sources import evidence, passage
-from tandem.methods import METHODS, describe_settings
+from tandem.methods import METHODS
 from tandem.secrets import redact
 from tandem.server.engine import REFUSED_SETTINGS, Engine
 
 try:
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
+    from mcp.types import ToolAnnotations
 except ImportError as exc:  # pragma: no cover - the extra is installed by scripts/setup.sh
     raise ConfigError("tandem mcp needs the MCP SDK: pip install 'tandem[mcp]'") from exc
 
@@ -37,6 +39,7 @@ T = TypeVar("T")
 INSTRUCTIONS = ("tandem: retrieval-augmented multi-hop question answering. `search` finds passages in an "
                 "index; `ask` answers a question with a method (DualRAG, CoopRAG, IRCoT, ...) and returns the "
                 "passages it read and its chain of evidence; `list_indexes` and `list_methods` say what there is.")
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)  # every tool: nothing is changed
 RetrieverKind = Literal["bm25", "dense", "hybrid", "graph"]
 
 
@@ -55,7 +58,7 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
         if len(text) > max_question:
             raise ToolError(f"the {what} has {len(text)} characters; the limit is {max_question}")
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     async def search(query: Annotated[str, Field(min_length=1, description="What to search for.")],
                      k: Annotated[int, Field(ge=1, le=100, description="How many passages.")] = 5,
                      retriever: Annotated[RetrieverKind | None, Field(
@@ -67,7 +70,7 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
         hits = await run(engine.retrieve, query, index, k, retriever)
         return {"query": query, "index": index or engine.default_index, "passages": [passage(h) for h in hits]}
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     async def ask(question: Annotated[str, Field(min_length=1, description="The question.")],
                   method: Annotated[str | None, Field(description="A method (list_methods); default: the server's.")] = None,
                   index: Annotated[str | None, Field(description="An index name (list_indexes); default: the first.")] = None,
@@ -82,21 +85,22 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
                 "cited": [{k: p[k] for k in ("id", "title", "text") if k in p} for p in result["cited"]],
                 "evidence": evidence(result), "cost": result["cost"]}
 
-    @server.tool()
+    @server.tool(annotations=READ_ONLY)
     def list_indexes() -> dict[str, Any]:
         """The indexes this server searches: name, kind, passages, encoder; the default is the first."""
         return {"default": engine.default_index,
                 "indexes": [{"name": n, "kind": i.kind, "documents": i.manifest.doc_count,
                              "encoder": i.manifest.encoder} for n, i in engine.indexes.items()]}
 
-    @server.tool()
-    def list_methods() -> dict[str, Any]:
-        """The methods `ask` runs, each with its settings (type, default, doc) and those a caller may not set."""
-        methods = []
-        for name in sorted(METHODS):
-            settings = describe_settings(name)
-            methods.append({"name": name, "settings": settings, "refused": sorted(REFUSED_SETTINGS & set(settings))})
-        return {"default": engine.default_method, "methods": methods}
+    @server.tool(annotations=READ_ONLY)
+    def list_methods(method: Annotated[str | None, Field(description="One method; default: every method.")] = None,
+                     ) -> dict[str, Any]:
+        """The methods `ask` runs: each one's description, the JSON Schema of the settings a caller may
+        set, and the settings refused here (they load a model or file: set when the server starts)."""
+        if method is not None and method not in METHODS:
+            raise ToolError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
+        return {"default": engine.default_method,
+                "methods": [settings_schema(name) for name in ([method] if method else sorted(METHODS))]}
 
     @server.resource("passage://{index}/{doc_id}", mime_type="application/json",
                      description="One passage of an index by its id, as JSON (id, title, text).")
@@ -110,3 +114,15 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
         return json.dumps(store.get(doc_id).to_dict(), ensure_ascii=False)
 
     return server
+
+
+def settings_schema(method: str) -> dict[str, Any]:
+    """Method ``method``'s description, the JSON Schema of its settings without those a request may not
+    set, and the names of those."""
+    schema = method_settings_model(method).model_json_schema()
+    refused = sorted(REFUSED_SETTINGS & set(schema.get("properties", {})))
+    for key in refused:
+        del schema["properties"][key]
+    if "required" in schema:
+        schema["required"] = [k for k in schema["required"] if k not in REFUSED_SETTINGS]
+    return {"name": method, "description": schema.pop("description", ""), "settings_schema": schema, "refused": refused}
