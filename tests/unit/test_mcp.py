@@ -158,3 +158,37 @@ def test_command_line_errors_name_the_problem(tmp_path):
         res = CliRunner().invoke(app, ["mcp", "--llm", "fake", *args])
         assert isinstance(res.exception, TandemError) and res.exception.exit_code == 2, res.output
         assert message in str(res.exception)
+
+
+def test_ask_reports_each_step_as_progress_and_stops_when_the_client_gives_up(index_dir):
+    def slow(request):
+        time.sleep(0.25)
+        return "Thought: I need more.\nQuery: Marie Curie birthplace"
+
+    engine = Engine({"demo": index_dir}, FakeLLM(rules=[("Warsaw", "So the answer is: Warsaw.")], default="Warsaw"),
+                    method="ircot")
+    slow_llm = FakeLLM(default=slow)
+    slow_engine = Engine({"demo": index_dir}, slow_llm, method="ircot")
+
+    async def go():
+        progress: list[tuple[float, str | None]] = []
+
+        async def on_progress(value, total, message):
+            progress.append((value, message))
+
+        async with Client(create_mcp(engine)) as client:
+            result = await client.call_tool("ask", {"question": QUESTION, "settings": {"max_steps": 3}},
+                                            progress_callback=on_progress)
+            assert not result.is_error, result.content
+            steps = result.structured_content["evidence"]
+            await asyncio.sleep(0.2)  # notifications sent from the worker may trail the result
+            assert sorted(v for v, _ in progress) == list(range(1, len(steps) + 1))
+            assert progress[0][1].startswith(f"{steps[0]['step']}: {QUESTION} -> Marie Curie")
+        async with Client(create_mcp(slow_engine)) as client:
+            with pytest.raises(mcp.MCPError):
+                await client.call_tool("ask", {"question": QUESTION, "settings": {"max_steps": 30}}, read_timeout_seconds=1.0)
+            at_timeout = len(slow_llm.calls)
+            await asyncio.sleep(1.5)
+            assert len(slow_llm.calls) <= at_timeout + 1  # stopped at its next step or LLM call, not 30 steps on
+
+    run(go())

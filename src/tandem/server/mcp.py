@@ -9,12 +9,15 @@ caller may set, and those refused). Resource template ``passage://{index}/{doc_i
 The engine answers every call: the same per-question loop, work queue and refusals as the HTTP API
 (settings that name a model, an LLM or a file; numbers out of range; questions over ``max_question``
 characters). Bad input is a tool error whose message names the problem; the server keeps running.
+``ask`` reports each step as a progress notification, and a cancelled call stops the method at its next
+step or LLM call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -29,7 +32,7 @@ from tandem.secrets import redact
 from tandem.server.engine import REFUSED_SETTINGS, Engine
 
 try:
-    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver import Context, MCPServer
     from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError
     from mcp.types import ToolAnnotations
 except ImportError as exc:  # pragma: no cover - the extra is installed by scripts/setup.sh
@@ -72,15 +75,31 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
 
     @server.tool(annotations=READ_ONLY)
     async def ask(question: Annotated[str, Field(min_length=1, description="The question.")],
+                  ctx: Context,
                   method: Annotated[str | None, Field(description="A method (list_methods); default: the server's.")] = None,
                   index: Annotated[str | None, Field(description="An index name (list_indexes); default: the first.")] = None,
                   settings: Annotated[dict[str, Any] | None, Field(
                       description="Method settings, e.g. {\"max_iter\": 3} (list_methods gives each method's).")] = None,
                   ) -> dict[str, Any]:
         """Answer a question with a tandem method: the answer, the passages shown to the LLM (cited), a
-        short chain of evidence (each step's queries, passages found and notes) and the cost."""
+        short chain of evidence (each step's queries, passages found and notes) and the cost. Each step
+        is reported as a progress notification as it completes."""
         check_text("question", question)
-        result = await run(engine.ask, question, method, index, settings or {})
+        loop = asyncio.get_running_loop()
+        stop = threading.Event()
+
+        reported: list[int] = []
+
+        def on_step(step: dict[str, Any]) -> None:  # on the worker: the notification is sent from the loop
+            reported.append(step["index"])
+            asyncio.run_coroutine_threadsafe(ctx.report_progress(step["index"] + 1, None, step_summary(step)), loop)
+
+        try:
+            result = await run(engine.ask, question, method, index, settings or {}, on_step, stop)
+        finally:
+            stop.set()  # a call the client cancelled stops the method at its next step or LLM call
+        for step in result["trace"]["steps"][(reported[-1] + 1) if reported else 0:]:  # the last step ends with the answer
+            await ctx.report_progress(step["index"] + 1, None, step_summary(step))
         return {"answer": result["answer"], "method": result["method"],
                 "cited": [{k: p[k] for k in ("id", "title", "text") if k in p} for p in result["cited"]],
                 "evidence": evidence(result), "cost": result["cost"]}
@@ -114,6 +133,13 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
         return json.dumps(store.get(doc_id).to_dict(), ensure_ascii=False)
 
     return server
+
+
+def step_summary(step: dict[str, Any]) -> str:
+    """One line for a completed step: its name, its queries and the titles it found."""
+    titles = ", ".join(str(h.get("title") or h["doc_id"]) for h in step["hits"][:5])
+    queries = "; ".join(step["queries"])
+    return f"{step['name']}" + (f": {queries}" if queries else "") + (f" -> {titles}" if titles else "")
 
 
 def settings_schema(method: str) -> dict[str, Any]:
