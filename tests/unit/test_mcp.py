@@ -120,12 +120,16 @@ def test_stdio_server_started_by_the_client_sdk(index_dir):
     check_errors(run(go()))
 
 
-def test_streamable_http_on_loopback(index_dir, tmp_path):
+def test_streamable_http_on_loopback_with_an_api_key(index_dir, tmp_path):
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
     port = free_port()
+    (tmp_path / "key").write_text("mcp-test-key-123\n")
     log = (tmp_path / "mcp.log").open("w")
     proc = subprocess.Popen([sys.executable, "-m", "tandem.cli", "mcp", "--index", f"demo={index_dir}", "--llm",
-                             "fake:Warsaw", "--method", "naive_rag", "--transport", "http", "--port", str(port)],
-                            stdout=log, stderr=subprocess.STDOUT)
+                             "fake:Warsaw", "--method", "naive_rag", "--transport", "http", "--port", str(port),
+                             "--api-key-file", str(tmp_path / "key")], stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 90
         while True:
@@ -136,8 +140,13 @@ def test_streamable_http_on_loopback(index_dir, tmp_path):
             assert time.time() < deadline, "the MCP server did not start listening in 90 s"
             time.sleep(0.2)
 
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert httpx2.post(url, json={}).status_code == 401
+        assert httpx2.post(url, json={}, headers={"Authorization": "Bearer wrong"}).status_code == 401
+
         async def go():
-            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            async with Client(streamable_http_client(url, http_client=httpx2.AsyncClient(
+                    headers={"Authorization": "Bearer mcp-test-key-123"}))) as client:
                 return await exercise(client)
 
         check_errors(run(go()))

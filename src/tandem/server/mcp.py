@@ -16,6 +16,7 @@ step or LLM call.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import threading
 from collections.abc import Callable
@@ -133,6 +134,33 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
         return json.dumps(store.get(doc_id).to_dict(), ensure_ascii=False)
 
     return server
+
+
+class BearerKey:
+    """ASGI middleware: every HTTP request needs ``Authorization: Bearer KEY`` (compared in constant time);
+    anything else gets 401 before it reaches the MCP transport."""
+
+    def __init__(self, app: Any, key: str) -> None:
+        self.app, self.expected = app, f"Bearer {key}".encode()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not hmac.compare_digest(dict(scope["headers"]).get(b"authorization", b""),
+                                                               self.expected):
+            from starlette.responses import JSONResponse
+
+            response = JSONResponse({"error": {"message": "missing or wrong API key (Authorization: Bearer KEY)",
+                                               "type": "unauthorized"}}, status_code=401,
+                                    headers={"WWW-Authenticate": "Bearer"})
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: MCPServer, *, host: str = "127.0.0.1", api_key: str | None = None) -> Any:
+    """The streamable HTTP app (endpoint ``/mcp``; DNS-rebinding checks on a loopback ``host``), behind
+    an API key when one is given."""
+    app = server.streamable_http_app(host=host)
+    return BearerKey(app, api_key) if api_key else app
 
 
 def step_summary(step: dict[str, Any]) -> str:
