@@ -16,13 +16,12 @@ from tandem.cli import app
 from tandem.corpus import load_dataset
 from tandem.index import build_index
 from tandem.index.graph import GraphExtra
+from tandem.integrations import langchain as lc
+from tandem.integrations import llamaindex as li
 from tandem.server.app import create_app
 from tandem.server.engine import Engine
 from tandem.testing.fake_llm import FakeLLM
 from tandem.testing.serving import serving
-
-lc = pytest.importorskip("tandem.integrations.langchain")
-li = pytest.importorskip("tandem.integrations.llamaindex")
 
 pytestmark = pytest.mark.integration
 QUESTIONS = (0, 100, 200, 300, 400)  # bridge (0-249) and comparison (250-499) questions

@@ -12,14 +12,13 @@ import pytest
 from tandem.corpus import load_corpus
 from tandem.errors import ConfigError
 from tandem.index import build_index
+from tandem.integrations import langchain as lc
+from tandem.integrations import llamaindex as li
 from tandem.integrations.sources import ServerError, open_search
 from tandem.server.app import create_app
 from tandem.server.engine import Engine
 from tandem.testing.fake_llm import FakeLLM
 from tandem.testing.serving import free_port, serving
-
-lc = pytest.importorskip("tandem.integrations.langchain")
-li = pytest.importorskip("tandem.integrations.llamaindex")
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_QUESTION = "In which city was the wife of Pierre Curie born?"  # scripts/demo.sh

@@ -19,10 +19,6 @@ from tandem.server.engine import Engine
 from tandem.testing.fake_llm import FakeLLM
 from tandem.testing.serving import serving
 
-pytest.importorskip("mcp")
-pytest.importorskip("langchain_core")
-pytest.importorskip("llama_index.core")
-
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = (ROOT / "docs" / "integrations.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"```python\n(.*?)```", PAGE, re.S)

@@ -12,17 +12,15 @@ import sys
 import time
 from pathlib import Path
 
+import mcp
 import pytest
+from mcp import Client, StdioServerParameters
 
 from tandem.index import build_index
 from tandem.server.engine import Engine
+from tandem.server.mcp import create_mcp
 from tandem.testing.fake_llm import FakeLLM
 from tandem.testing.serving import free_port
-
-mcp = pytest.importorskip("mcp")
-from mcp import Client, StdioServerParameters  # noqa: E402
-
-from tandem.server.mcp import create_mcp  # noqa: E402
 
 QUESTION = "Where was Marie Curie born?"
 TOOLS = {"search", "ask", "list_indexes", "list_methods"}
