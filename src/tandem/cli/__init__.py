@@ -16,6 +16,7 @@ from tandem.cli.components import register as register_components
 from tandem.cli.exports import register as register_exports
 from tandem.cli.federate import federate_app
 from tandem.cli.llm import llm_app
+from tandem.cli.mcp import register as register_mcp
 from tandem.cli.r2ag import register as register_r2ag
 from tandem.cli.serve import register as register_serve
 from tandem.errors import TandemError
@@ -35,6 +36,7 @@ app.add_typer(llm_app, name="llm")
 register_r2ag(train.train_app)
 register_exports(train.export_app)
 register_serve(app)
+register_mcp(app)
 
 
 def _expand_multi_value_options(argv: list[str], options: tuple[str, ...] = ("--k", "-k")) -> list[str]:
