@@ -9,8 +9,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import threading
-import time
 from pathlib import Path
 
 import httpx
@@ -22,6 +20,7 @@ from tandem.registry import METHODS
 from tandem.server.app import create_app
 from tandem.server.engine import Engine
 from tandem.testing.fake_llm import FakeLLM
+from tandem.testing.serving import serving
 
 KEY = "contract-key"
 
@@ -30,37 +29,6 @@ KEY = "contract-key"
 def index_dir(tmp_path, small_docs):
     build_index(small_docs, tmp_path / "demo", kind="bm25")
     return tmp_path / "demo"
-
-
-class LiveServer:
-    """``create_app`` under uvicorn on a loopback port, in a thread."""
-
-    def __init__(self, app) -> None:
-        import socket
-
-        import uvicorn
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self) -> LiveServer:
-        self.thread.start()
-        deadline = time.time() + 30
-        while not self.server.started and time.time() < deadline:
-            time.sleep(0.05)
-        assert self.server.started, "the server did not start"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
 
 
 def test_schemathesis_finds_no_failure(index_dir, tmp_path):
@@ -72,8 +40,8 @@ def test_schemathesis_finds_no_failure(index_dir, tmp_path):
         pytest.skip("schemathesis is not installed (pip install -e '.[dev]')")
     engine = Engine({"demo": index_dir}, FakeLLM(default="Warsaw"), method="naive_rag", workers=2, max_queue=64,
                     uploads=tmp_path / "uploads")
-    with LiveServer(create_app(engine, api_key=KEY, max_question=500)) as live:
-        run = subprocess.run([cli, "run", f"{live.url}/openapi.json", "--checks", "all", "--max-examples", "8",
+    with serving(create_app(engine, api_key=KEY, max_question=500)) as url:
+        run = subprocess.run([cli, "run", f"{url}/openapi.json", "--checks", "all", "--max-examples", "8",
                               "--seed", "7", "--no-color", "-H", f"Authorization: Bearer {KEY}"],
                              capture_output=True, text=True, timeout=600)
     engine.close()
@@ -85,8 +53,8 @@ def test_schemathesis_finds_no_failure(index_dir, tmp_path):
 def test_openai_sdk_lists_the_methods_as_models(index_dir):
     openai = pytest.importorskip("openai")
     engine = Engine({"demo": index_dir}, FakeLLM(default="Warsaw"), method="naive_rag")
-    with LiveServer(create_app(engine, api_key=KEY)) as live:
-        client = openai.OpenAI(base_url=f"{live.url}/v1", api_key=KEY)
+    with serving(create_app(engine, api_key=KEY)) as url:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key=KEY)
         served = {m.id for m in client.models.list()}
         assert {"naive_rag", "ircot", "dualrag"} <= served
         assert "oracle" not in served and "r2ag" not in served  # gold passages / a checkpoint: not servable here
@@ -161,16 +129,16 @@ def test_a_method_in_one_file_shows_on_every_surface(toy_plugin, index_dir):
     assert bad.returncode == 2 and "unknown setting 'kk'; valid settings: ['k']" in bad.stderr
 
     engine = Engine({"demo": index_dir}, FakeLLM(default="Warsaw"), method="naive_rag")
-    with LiveServer(create_app(engine)) as live:
-        methods = httpx.get(f"{live.url}/v1/methods").json()["methods"]
+    with serving(create_app(engine)) as url:
+        methods = httpx.get(f"{url}/v1/methods").json()["methods"]
         assert any(m["name"] == "toy" and m["served"] for m in methods)
-        assert "toy" in {m["id"] for m in httpx.get(f"{live.url}/v1/models").json()["data"]}
-        schema = httpx.get(f"{live.url}/openapi.json").json()["components"]["schemas"]
+        assert "toy" in {m["id"] for m in httpx.get(f"{url}/v1/models").json()["data"]}
+        schema = httpx.get(f"{url}/openapi.json").json()["components"]["schemas"]
         assert schema["ToyRequestSettings"]["properties"]["k"]["maximum"] == 5
-        reply = httpx.post(f"{live.url}/v1/ask", json={"question": "Where was Marie Curie born?", "method": "toy",
+        reply = httpx.post(f"{url}/v1/ask", json={"question": "Where was Marie Curie born?", "method": "toy",
                                                         "settings": {"k": 2}}).json()
         assert reply["method"] == "toy" and reply["trace"]["steps"][0]["name"] == "toy"
-        assert httpx.post(f"{live.url}/v1/ask", json={"question": "Q?", "method": "toy",
+        assert httpx.post(f"{url}/v1/ask", json={"question": "Q?", "method": "toy",
                                                        "settings": {"k": 9}}).status_code == 422
     engine.close()
 

@@ -8,7 +8,7 @@ Heavy backends (torch/transformers) are imported only when a spec needs them::
 """
 
 from tandem.llm.cache import CachedLLM, cache_key
-from tandem.llm.jsonparse import JSONCompletion, complete_json, parse_json, validate
+from tandem.llm.jsonparse import parse_json, validate
 from tandem.llm.openai_compat import OpenAILLM
 from tandem.llm.registry import load_llm, parse_spec, split_model_url
 from tandem.llm.types import (
@@ -23,13 +23,11 @@ from tandem.llm.types import (
 __all__ = [
     "LLM",
     "CachedLLM",
-    "JSONCompletion",
     "LLMRequest",
     "LLMResponse",
     "Message",
     "OpenAILLM",
     "cache_key",
-    "complete_json",
     "load_llm",
     "parse_json",
     "parse_spec",

@@ -1,4 +1,5 @@
-"""Tolerant JSON extraction from LLM output, and ``complete_json`` with one repair round.
+"""Tolerant JSON extraction from LLM output (a method's structured exchange and its repair round are
+:func:`tandem.methods.base.call_structured`).
 
 Small models wrap JSON in code fences and prose, use Python literals and single quotes, leave
 trailing commas, and stop mid-object when ``max_tokens`` runs out. :func:`parse_json` copes with
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any
 
+import jsonschema
+
 from tandem.errors import ParseError
-from tandem.llm.types import LLM, LLMRequest, LLMResponse, Message
 
 _FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js|python)?[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 _WORDS = {"True": "true", "False": "false", "None": "null", "true": "true", "false": "false",
@@ -189,80 +190,19 @@ def _loads(text: str) -> Any:
         raise ValueError(f"{exc.msg} at char {exc.pos}") from exc
 
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,),
-    "integer": (int,), "number": (int, float), "null": (type(None),),
-}
+
+
+# The reply check: jsonschema's own validators for the keywords that say what a reply holds (type, properties,
+# required, items, enum); length and count bounds are left to the grammar (or the repair round) that produced it,
+# so a prompt-only reply a little over a bound is still used.
+_Checker = jsonschema.validators.create(
+    meta_schema=jsonschema.Draft202012Validator.META_SCHEMA,
+    validators={k: jsonschema.Draft202012Validator.VALIDATORS[k] for k in ("type", "properties", "required", "items",
+                                                                            "enum")},
+    type_checker=jsonschema.Draft202012Validator.TYPE_CHECKER)
 
 
 def validate(value: Any, schema: dict[str, Any], where: str = "$") -> list[str]:
-    """Problems of ``value`` against a JSON-Schema subset (type, properties, required, items, enum)."""
-    problems: list[str] = []
-    expected = schema.get("type")
-    if expected is not None:
-        names = expected if isinstance(expected, list) else [expected]
-        ok = any(
-            isinstance(value, _TYPES.get(t, (object,))) and not (t in ("integer", "number") and isinstance(value, bool))
-            for t in names
-        )
-        if not ok:
-            return [f"{where}: expected {expected}, got {type(value).__name__}"]
-    if "enum" in schema and value not in schema["enum"]:
-        problems.append(f"{where}: {value!r} not in {schema['enum']}")
-    if isinstance(value, dict):
-        problems += [f"{where}: missing {key!r}" for key in schema.get("required", []) if key not in value]
-        for key, sub in (schema.get("properties") or {}).items():
-            if key in value:
-                problems += validate(value[key], sub, f"{where}.{key}")
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for k, item in enumerate(value):
-            problems += validate(item, schema["items"], f"{where}[{k}]")
-    return problems
-
-
-@dataclass(frozen=True)
-class JSONCompletion:
-    """Parsed value plus every LLM response it took (the first, then the repair, if any)."""
-
-    value: Any
-    responses: tuple[LLMResponse, ...]
-
-    @property
-    def response(self) -> LLMResponse:
-        """The response the value was parsed from."""
-        return self.responses[-1]
-
-
-REPAIR_PROMPT = (
-    "Your previous reply could not be parsed as JSON ({error}). Reply again with only the JSON value, "
-    "no explanation and no code fences."
-)
-
-
-def complete_json(llm: LLM, req: LLMRequest, retries: int = 1) -> JSONCompletion:
-    """Complete ``req`` and parse the answer as JSON (checked against ``req.json_schema``).
-
-    On a :class:`ParseError` the conversation is sent back with a repair instruction, up to
-    ``retries`` times; then the last ParseError is raised (its ``responses`` attribute holds every
-    response) so the caller can fall back.
-    """
-    responses: list[LLMResponse] = []
-    current = req
-    while True:
-        resp = llm.complete(current)
-        responses.append(resp)
-        try:
-            return JSONCompletion(parse_json(resp.text, req.json_schema), tuple(responses))
-        except ParseError as exc:
-            if len(responses) > retries:
-                exc.responses = tuple(responses)  # type: ignore[attr-defined]
-                raise
-            note = REPAIR_PROMPT.format(error=str(exc).split(": ", 1)[-1][:200])
-            current = LLMRequest(
-                messages=(*req.messages, Message("assistant", resp.text), Message("user", note)),
-                max_tokens=req.max_tokens,
-                temperature=req.temperature,
-                stop=req.stop,
-                json_schema=req.json_schema,
-                seed=req.seed,
-            )
+    """Problems of ``value`` against ``schema``'s type, properties, required, items and enum (jsonschema)."""
+    return [f"{where}{''.join(f'[{p}]' if isinstance(p, int) else f'.{p}' for p in e.absolute_path)}: {e.message}"
+            for e in _Checker(schema).iter_errors(value)]

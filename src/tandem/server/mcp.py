@@ -24,13 +24,14 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import Field
 
-from tandem import __version__
-from tandem.compose import method_settings_model
 from tandem.errors import ConfigError, TandemError
 from tandem.integrations.sources import evidence, passage
-from tandem.methods import METHODS
+from tandem.registry import METHODS
 from tandem.secrets import redact
-from tandem.server.engine import REFUSED_SETTINGS, Engine
+from tandem.server.engine import Engine
+from tandem.server.models import request_settings_model
+from tandem.settings import per_request
+from tandem.version import __version__
 
 try:
     from mcp.server.mcpserver import Context, MCPServer
@@ -118,9 +119,9 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
         """The methods `ask` runs: each one's description, the JSON Schema of the settings a caller may
         set, and the settings refused here (they load a model or file: set when the server starts)."""
         if method is not None and method not in METHODS:
-            raise ToolError(f"unknown method {method!r}; choose one of {sorted(METHODS)}")
+            raise ToolError(f"unknown method {method!r}; choose one of {METHODS.names()}")
         return {"default": engine.default_method,
-                "methods": [settings_schema(name) for name in ([method] if method else sorted(METHODS))]}
+                "methods": [settings_schema(name) for name in ([method] if method else METHODS.names())]}
 
     @server.resource("passage://{index}/{doc_id}", mime_type="application/json",
                      description="One passage of an index by its id, as JSON (id, title, text).")
@@ -171,12 +172,10 @@ def step_summary(step: dict[str, Any]) -> str:
 
 
 def settings_schema(method: str) -> dict[str, Any]:
-    """Method ``method``'s description, the JSON Schema of its settings without those a request may not
-    set, and the names of those."""
-    schema = method_settings_model(method).model_json_schema()
-    refused = sorted(REFUSED_SETTINGS & set(schema.get("properties", {})))
-    for key in refused:
-        del schema["properties"][key]
-    if "required" in schema:
-        schema["required"] = [k for k in schema["required"] if k not in REFUSED_SETTINGS]
-    return {"name": method, "description": schema.pop("description", ""), "settings_schema": schema, "refused": refused}
+    """Method ``method``'s description, the JSON Schema of the settings a request may set (the HTTP API's,
+    :func:`tandem.server.models.request_settings_model`), and the names of those it may not."""
+    entry = METHODS.get(method)
+    schema = request_settings_model(entry).model_json_schema()
+    refused = sorted(name for name, info in entry.settings.model_fields.items() if not per_request(info))
+    schema.pop("description", None)
+    return {"name": method, "description": entry.doc, "settings_schema": schema, "refused": refused}
