@@ -115,7 +115,7 @@ def test_bad_input_is_a_clear_error(demo, server):
         li.TandemRetriever(str(demo), retriever="dense")
     with pytest.raises(ConfigError, match="apply to an index folder"):
         open_search(server, seeds=3)
-    with pytest.raises(ConfigError, match=r"answered 422: unknown index 'nope'"):
+    with pytest.raises(ConfigError, match=r"answered 404: unknown index 'nope'"):
         lc.TandemRetriever(source=server, index="nope").invoke("Warsaw")
     with pytest.raises(ServerError, match="ConnectError"):
         li.TandemRetriever(f"http://127.0.0.1:{free_port()}").retrieve("Warsaw")

@@ -58,7 +58,7 @@ async def exercise(client: Client) -> dict:
         ("index", "search", {"query": QUESTION, "index": "nope"}),
         ("method", "ask", {"question": QUESTION, "method": "nope"}),
         ("file", "ask", {"question": QUESTION, "method": "naive_rag", "settings": {"reranker_model": "/etc/passwd"}}),
-        ("path", "ask", {"question": QUESTION, "method": "naive_rag", "settings": {"reranker": "../../etc/passwd"}}),
+        ("path", "ask", {"question": QUESTION, "method": "ircot", "settings": {"policy": "../../etc/passwd"}}),
         ("k", "search", {"query": QUESTION, "k": 0}),
     ]:
         result = await client.call_tool(tool, args)
@@ -73,7 +73,7 @@ def check_errors(errors: dict) -> None:
     assert "unknown index 'nope'" in errors["index"] and "demo" in errors["index"]
     assert "unknown method 'nope'" in errors["method"] and "dualrag" in errors["method"]
     assert "'reranker_model' loads a model or file" in errors["file"]
-    assert "not a plain name" in errors["path"]
+    assert "Input should be 'replace' or 'accumulate'" in errors["path"]
     assert "greater than or equal to 1" in errors["k"]
 
 
@@ -94,7 +94,7 @@ def test_tools_answer_and_refuse_in_process(index_dir):
             assert max_iter["default"] == 5 and max_iter["type"] == "integer"
             assert "r2former" in methods["r2ag"]["refused"] and "r2former" not in methods["r2ag"]["settings_schema"]["properties"]
             one = (await client.call_tool("list_methods", {"method": "naive_rag"})).structured_content["methods"]
-            assert [m["name"] for m in one] == ["naive_rag"] and one[0]["refused"] == ["reranker_model"]
+            assert [m["name"] for m in one] == ["naive_rag"] and one[0]["refused"] == ["min_score", "reranker", "reranker_model"]
             unknown = await client.call_tool("list_methods", {"method": "nope"})
             assert unknown.is_error and "unknown method 'nope'" in unknown.content[0].text
             read = await client.read_resource("passage://demo/d3")

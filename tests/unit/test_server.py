@@ -292,5 +292,5 @@ def test_two_uploads_of_one_name_do_not_run_at_once(tmp_path, index_dir):
     files = {"a.txt": "Warsaw is in Poland."}
     assert client.post("/v1/indexes", json={"name": "same", "files": files}).status_code == 202
     again = client.post("/v1/indexes", json={"name": "same", "files": files})
-    assert again.status_code == 422 and "being built by another job" in again.json()["error"]["message"]
+    assert again.status_code == 409 and "being built by another job" in again.json()["error"]["message"]
     gate.set()

@@ -267,6 +267,10 @@ def _problem(error: Any, default: str) -> str:
     """One line for a body validation error; a setting a request may not send says why, an unknown one lists
     the settings the method takes per request."""
     loc = list(error.get("loc", ()))
+    if error.get("type") == "union_tag_invalid":  # the body's "method" names no method this server answers with
+        served = [t.strip(" '") for t in str(error.get("ctx", {}).get("expected_tags", "")).split(",")]
+        return (f"unknown method {error.get('ctx', {}).get('tag')!r}; choose one of "
+                f"{sorted(t for t in served if t != '_default')}")
     path = _field_path(loc)
     if error.get("type") == "extra_forbidden" and len(path) == 2 and path[0] == "settings":
         method = loc[1] if len(loc) > 1 and loc[1] in METHODS else default
