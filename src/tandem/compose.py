@@ -8,7 +8,7 @@ Python callers all build methods through :func:`build_method` / :func:`build_run
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,18 @@ def build_reranker(s: RerankSettings, store: DocStore, index: Index | None = Non
     if s.reranker == "none":
         return None
     return RERANKERS.get(s.reranker).build(s, store, index)
+
+
+def searching_with_reranker(name: str, cls: Callable[..., Method]) -> Callable[[Parts, Any], Method]:
+    """The builder of a method that reads the index's search through its settings' reranker:
+    ``cls(llm, search, settings, reranker=...)`` (NativeRAG, IRCoT, Iter-RetGen, GenGround)."""
+
+    def build(parts: Parts, s: Any) -> Method:
+        search = parts.need_search(name)
+        return cls(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
+
+    build.__doc__ = f"{name} over the index's search, with the settings' reranker."
+    return build
 
 
 def load_role_llms(llm: LLM, specs: Mapping[str, str]) -> dict[str, LLM]:
@@ -118,4 +130,4 @@ def build_runnable(method: str, llm: LLM, index: Index | None = None, settings: 
 
 
 __all__ = ["Parts", "build_method", "build_reranker", "build_runnable", "dense_search", "index_behind",
-           "load_role_llms", "needs_index"]
+           "load_role_llms", "needs_index", "searching_with_reranker"]

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tandem.compose import Parts, build_reranker
+from tandem.compose import searching_with_reranker
 from tandem.errors import ParseError
 from tandem.llm.jsonparse import parse_json
 from tandem.llm.types import LLM, Message
@@ -225,8 +225,4 @@ class GenGround:
         return Answer(question.id, clean_answer(text), trace, self.name)
 
 
-@METHODS.register("genground", settings=GenGroundSettings, needs=("index",))
-def build(parts: Parts, s: GenGroundSettings) -> GenGround:
-    """GenGround over the index's search, with the settings' reranker."""
-    search = parts.need_search("genground")
-    return GenGround(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
+METHODS.register("genground", settings=GenGroundSettings, needs=("index",))(searching_with_reranker("genground", GenGround))

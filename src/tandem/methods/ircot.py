@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from tandem.compose import Parts, build_reranker
+from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM, Message
 from tandem.methods.base import (
     Search,
@@ -124,8 +124,4 @@ class IRCoT:
         return Answer(question.id, clean_answer(text), trace, self.name)
 
 
-@METHODS.register("ircot", settings=IRCoTSettings, needs=("index",))
-def build(parts: Parts, s: IRCoTSettings) -> IRCoT:
-    """IRCoT over the index's search, with the settings' reranker."""
-    search = parts.need_search("ircot")
-    return IRCoT(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
+METHODS.register("ircot", settings=IRCoTSettings, needs=("index",))(searching_with_reranker("ircot", IRCoT))

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from tandem.compose import Parts, build_reranker
+from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM, Message
 from tandem.methods.base import (
     Search,
@@ -73,8 +73,4 @@ class IterRetGen:
         return Answer(question.id, clean_answer(text), trace, self.name)
 
 
-@METHODS.register("iter_retgen", settings=IterRetGenSettings, needs=("index",))
-def build(parts: Parts, s: IterRetGenSettings) -> IterRetGen:
-    """Iter-RetGen over the index's search, with the settings' reranker."""
-    search = parts.need_search("iter_retgen")
-    return IterRetGen(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
+METHODS.register("iter_retgen", settings=IterRetGenSettings, needs=("index",))(searching_with_reranker("iter_retgen", IterRetGen))

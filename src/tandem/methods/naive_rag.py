@@ -4,7 +4,7 @@ both are settings here, with deterministic decoding by default)."""
 
 from __future__ import annotations
 
-from tandem.compose import Parts, build_reranker
+from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM
 from tandem.methods.base import Search, brief_answer_messages, call_llm, clean_answer, search_reranked
 from tandem.methods.settings import NaiveRAGSettings
@@ -36,8 +36,4 @@ class NaiveRAG:
         return Answer(question.id, clean_answer(text), trace, self.name)
 
 
-@METHODS.register("naive_rag", settings=NaiveRAGSettings, needs=("index",))
-def build(parts: Parts, s: NaiveRAGSettings) -> NaiveRAG:
-    """NativeRAG over the index's search, with the settings' reranker."""
-    search = parts.need_search("naive_rag")
-    return NaiveRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
+METHODS.register("naive_rag", settings=NaiveRAGSettings, needs=("index",))(searching_with_reranker("naive_rag", NaiveRAG))
