@@ -26,15 +26,15 @@ import math
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tandem.index.store import DocStore
-from tandem.models import DEFAULT_ENCODER, offline_env, resolve_model
+from tandem.models import offline_env, resolve_model
 from tandem.outdir import atomic_dir
-from tandem.rerank.rala import DEFAULT_CLS, DEFAULT_LAYERS
 from tandem.train.scores import make_score
+from tandem.train.specs import RetrieverTrainRun, RetrieverTrainSettings
 from tandem.types import Question
 
 # where a training question's |S| came from (TrainQuestion.n_sub_source)
@@ -64,29 +64,7 @@ class Instance:
     n_sub: int
 
 
-@dataclass
-class TrainConfig:
-    """Hyper-parameters (authors' values in methods.md §1.5; CPU-sized defaults here)."""
-
-    base: str = DEFAULT_ENCODER
-    score: str = "rala"  # the InfoNCE score: rala (the paper's logit) | cosine (tandem.train.scores)
-    rala_layers: tuple[int, ...] = DEFAULT_LAYERS  # RaLa's premature layers C (the reranker's default)
-    rala_cls: str = DEFAULT_CLS  # RaLa's sentence vector: mean | cls
-    omega: bool = True  # RaLa's gap weight w; False trains avg MaxSim alone
-    epochs: int = 2
-    batch_size: int = 16
-    lr: float = 2e-5
-    weight_decay: float = 1e-5
-    warmup: float = 0.1  # fraction of the steps
-    clip: float = 10.0
-    temperature: float = 0.05
-    learn_temperature: bool = True
-    alpha: bool = True  # difficulty weights a_i; False -> every a_i = 1 (paper Table 5 "without a")
-    backward_weight: float = 1.0  # beta; 0 drops the document -> query term
-    max_length: int = 256
-    max_minutes: float = 30.0
-    max_steps: int | None = None  # stop after this many optimizer steps (None: the epochs decide)
-    seed: int = 0
+TrainConfig = RetrieverTrainSettings  # the hyper-parameters (tandem.train.specs)
 
 
 def difficulty_weight(n_sub: int) -> float:
@@ -192,7 +170,7 @@ def train_retriever(questions: Sequence[TrainQuestion], pool: Sequence[str], out
     warm = max(1, int(config.warmup * total))
     sched = torch.optim.lr_scheduler.LambdaLR(optim, lambda s: min((s + 1) / warm, max(0.0, (total - s) / max(1, total - warm))))
 
-    score = make_score(config.score, model, layers=config.rala_layers, cls=config.rala_cls, omega=config.omega)
+    score = make_score(config.score, model, layers=tuple(config.rala_layers), cls=config.rala_cls, omega=config.omega)
 
     start, cpu, step, losses, stopped = time.monotonic(), time.process_time(), 0, [], None
     for epoch in range(config.epochs):
@@ -223,7 +201,7 @@ def train_retriever(questions: Sequence[TrainQuestion], pool: Sequence[str], out
                 break
         if stopped:
             break
-    log = {"config": asdict(config), "questions": len(questions), **alpha_summary(questions),
+    log = {"config": config.to_dict(), "questions": len(questions), **alpha_summary(questions),
            "steps": step, "planned_steps": total,
            "minutes": round((time.monotonic() - start) / 60, 2),
            "cpu_minutes": round((time.process_time() - cpu) / 60, 2), "temperature": round(1 / log_inv_t.exp().item(), 4),
@@ -287,3 +265,46 @@ def read_unrollings(path: str | Path) -> dict[str, Any]:
         rec = json.loads(line)
         out[rec["id"]] = Unrolled(tuple(rec["sub_questions"]), tuple(tuple(t) for t in rec["chain"]))
     return out
+
+
+def run_training(spec: RetrieverTrainRun, out: Path, on_step: Any = None) -> dict[str, Any]:
+    """``tandem train retriever``: train ``spec``'s questions (plus its extra datasets), R@2/R@5 of the held-apart
+    questions before and after, the model saved into ``out`` and the report as ``out/eval.json``; returns it."""
+    import json
+
+    from tandem.corpus import load_dataset
+    from tandem.errors import ConfigError
+    from tandem.index.store import DocStore
+    from tandem.outdir import add_file
+
+    def part(spec_slice: str) -> slice:
+        start, _, end = spec_slice.partition(":")
+        return slice(int(start or 0), int(end) if end else None)
+
+    ds = load_dataset(spec.dataset)
+    train_qs = ds.questions[part(spec.train_questions)]
+    eval_qs = ds.questions[part(spec.eval_questions)] if spec.eval_questions else []
+    if {q.id for q in train_qs} & {q.id for q in eval_qs}:
+        raise ConfigError("train_questions and eval_questions overlap")
+    unrolled = read_unrollings(spec.unrollings) if spec.unrollings else None
+    examples = training_questions(train_qs, DocStore(ds.passages), unrollings=unrolled, parts=spec.query)
+    pool = [d.contents for d in ds.passages]
+    for extra in spec.extra_dataset:
+        more = load_dataset(extra)
+        examples += training_questions(more.questions[:spec.extra_limit], DocStore(more.passages), unrollings=unrolled,
+                                       parts=spec.query)
+        pool += [d.contents for d in more.passages]
+    if unrolled is not None and not any(x.n_sub_source == "unrolled" for x in examples):
+        raise ConfigError(f"unrollings {spec.unrollings}: no training question has an unrolling with sub-questions")
+    config = spec.hyper()
+    evals = out.parent / f"{out.name}.eval"
+    own = {d for q in eval_qs for d in (*q.metadata.get("context_ids", []), *q.gold_doc_ids)}
+    eval_docs = [d for d in ds.passages if spec.eval_pool == "all" or d.id in own]
+    before = recall_on(eval_qs, eval_docs, config.base, spec.base_index or evals / "base",
+                       build=spec.base_index is None, rala=spec.eval_rala) if eval_qs else None
+    log = train_retriever(examples, pool, out, config, on_step)
+    after = recall_on(eval_qs, eval_docs, str(out), evals / "tuned", rala=spec.eval_rala) if eval_qs else None
+    report = {"spec": spec.to_dict(), "train_examples": len(examples), "eval_passages": len(eval_docs),
+              "query": spec.query if spec.unrollings else "q", "before": before, "after": after, "train": log}
+    add_file(out, "eval.json", json.dumps(report, indent=2, default=str))
+    return report

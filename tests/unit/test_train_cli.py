@@ -1,0 +1,38 @@
+"""``tandem train retriever``: options generated from its settings model, ``--config`` under them, ``--json``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import shared
+
+
+def tandem(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tandem.cli", *args], capture_output=True, text=True, timeout=600)
+
+
+def test_train_retriever_settings_are_checked_before_any_work(tmp_path):
+    missing = tandem("train", "retriever", "--out", str(tmp_path / "m"))
+    assert missing.returncode == 2 and "setting 'dataset': Field required" in missing.stderr
+    bad = tandem("train", "retriever", "--out", str(tmp_path / "m"), "--dataset", "x.jsonl", "--epochs", "0")
+    assert bad.returncode == 2 and "setting 'epochs': Input should be greater than or equal to 1" in bad.stderr
+    (tmp_path / "spec.yaml").write_text("dataset: x.jsonl\nepoch: 3\n")
+    typo = tandem("train", "retriever", "--out", str(tmp_path / "m"), "--config", str(tmp_path / "spec.yaml"))
+    said = " ".join(typo.stderr.split())  # the console wraps long lines
+    assert typo.returncode == 2 and "unknown setting 'epoch'; valid settings: ['alpha', 'backward_weight'" in said
+    assert not (tmp_path / "m").exists()
+
+
+def test_train_retriever_runs_from_a_config_file_with_options_on_top(tmp_path):
+    data = shared("fixtures/hotpot_example.jsonl")
+    (tmp_path / "spec.yaml").write_text(f"dataset: {data}\ntrain_questions: '0:4'\neval_questions: ''\n"
+                                        "score: cosine\nmax_steps: 5\nbatch_size: 2\n")
+    run = tandem("-q", "train", "retriever", "--out", str(tmp_path / "model"), "--config", str(tmp_path / "spec.yaml"),
+                 "--max-steps", "1", "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert report["spec"]["max_steps"] == 1 and report["spec"]["batch_size"] == 2  # the option over the file
+    assert report["train"]["steps"] == 1 and report["before"] is None
+    assert (tmp_path / "model" / "eval.json").is_file()
