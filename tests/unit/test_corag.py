@@ -169,9 +169,10 @@ def test_bench_folder_round_trip(tmp_path):
 
     assert check_spec(RunSpec(bench=str(tmp_path / "bench"), shots=4)).clients == 2
     for bad, match in (({"variant": "FOO"}, "unknown store variant"), ({"shots": 8}, "shots=8"),
-                       ({"clients": 3}, "clients=3"), ({"split": "train"}, "split must be")):
+                       ({"clients": 3}, "clients=3"), ({"split": "train"}, "Input should be 'test' or 'dev'"),
+                       ({"rounds": 0}, "rounds': Input should be greater than or equal to 1")):
         with pytest.raises(ConfigError, match=match):
-            check_spec(RunSpec(bench=str(tmp_path / "bench"), **{"shots": 2, **bad}))
+            check_spec(RunSpec.from_dict({"bench": str(tmp_path / "bench"), "shots": 2, **bad}))
     splits = splits_from(b)
     labels = {q.id: Labels(q.gold_doc_ids, ()) for s in splits for q in s.train + s.dev + s.test}
     ids = {name: [json.loads(line)["id"] for line in (b.store_path(name) / "docs.jsonl").read_text().splitlines()]
@@ -345,7 +346,7 @@ def test_run_spec_round_trips_and_rejects_unknown_keys():
     assert again == spec
     cfg = RunSpec.from_run_config({"bench": "/b", "rounds": 3, "model.top-k": 2, "train.lr-reader": 0.01, "eval-rounds": "1,2"})
     assert cfg.rounds == 3 and cfg.model.top_k == 2 and cfg.train.lr_reader == 0.01 and cfg.eval_rounds == (1, 2)
-    with pytest.raises(ConfigError, match="unknown run settings"):
+    with pytest.raises(ConfigError, match="unknown setting .roundz.; valid settings"):
         RunSpec.from_dict({"bench": "/b", "roundz": 1})
     with pytest.raises(ConfigError, match="needs 'bench'"):
         RunSpec.from_run_config({"rounds": 1})

@@ -36,3 +36,18 @@ def test_train_retriever_runs_from_a_config_file_with_options_on_top(tmp_path):
     assert report["spec"]["max_steps"] == 1 and report["spec"]["batch_size"] == 2  # the option over the file
     assert report["train"]["steps"] == 1 and report["before"] is None
     assert (tmp_path / "model" / "eval.json").is_file()
+
+
+def test_federate_simulate_options_are_the_run_specs_fields(tmp_path):
+    """``--k`` and ``--answer-tokens`` set the nested model settings, ``--epochs`` the training ones, a config file
+    goes under the options; a key the spec does not have stops with exit 2 naming the valid ones."""
+    (tmp_path / "spec.yaml").write_text("eval_limit: 5\ntrain: {epochs: 3, lr_reader: 0.01}\nmodel: {top_k: 4}\n")
+    run = tandem("federate", "simulate", "--out", str(tmp_path / "run"), "--config", str(tmp_path / "spec.yaml"),
+                 "--bench", str(tmp_path / "no-bench"), "--k", "2", "--epochs", "1", "--mode", "local")
+    assert run.returncode == 2 and "no-bench" in run.stderr
+    spec = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert (spec["model"]["top_k"], spec["train"]["epochs"], spec["train"]["lr_reader"], spec["eval_limit"]) == (2, 1, 0.01, 5)
+    (tmp_path / "bad.yaml").write_text("roundz: 3\n")
+    bad = tandem("federate", "simulate", "--out", str(tmp_path / "run2"), "--config", str(tmp_path / "bad.yaml"),
+                 "--bench", "b")
+    assert bad.returncode == 2 and "unknown setting 'roundz'" in " ".join(bad.stderr.split())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 from pathlib import Path
@@ -10,7 +11,9 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from tandem.cli.common import out, progress_bar
+from tandem.cli.common import out, print_json, progress_bar
+from tandem.cli.typed import options_command
+from tandem.federated.spec import RunSpec
 from tandem.outdir import owned_output
 
 federate_app = typer.Typer(help="Collaborative RAG (CoRAG): CRAB benches, Flower simulation, baselines.",
@@ -59,20 +62,6 @@ def build_bench(
         out.print("variants: " + "; ".join(f"{v}: {s}" for v, s in manifest["variants"].items()))
 
 
-def _spec(bench: Path, variant: str, shots: int, clients: Optional[int], rounds: int, epochs: int, eval_limit: int,
-          top_k: int, passage_tokens: int, answer_tokens: int, batch_size: int, lr_retriever: float, lr_reader: float,
-          lora_layers: int, threads: Optional[int], eval_rounds: str, split: str, run_dir: Path, seed: int) -> Any:
-    from tandem.federated.local import TrainSettings
-    from tandem.federated.model import ModelConfig
-    from tandem.federated.spec import RunSpec
-
-    model = ModelConfig(top_k=top_k, passage_tokens=passage_tokens, max_answer_tokens=answer_tokens, lora_layers=lora_layers)
-    train = TrainSettings(epochs=epochs, batch_size=batch_size, lr_retriever=lr_retriever, lr_reader=lr_reader, seed=seed)
-    return RunSpec(bench=str(bench.resolve()), variant=variant, shots=shots, clients=clients, rounds=rounds,
-                   eval_rounds=tuple(_ints(eval_rounds)), split=split, eval_limit=eval_limit or None, threads=threads,
-                   out_dir=str(run_dir.resolve()), model=model, train=train)
-
-
 def _report(metrics: dict[str, Any], run_dir: Path) -> None:
     table = Table(title=f"{metrics['mode']} ({metrics['variant']}, {metrics['shots']}-shot) -> {run_dir}")
     for col in ("EM", "F1", "hit@k", "questions", "minutes", "peak RSS GiB"):
@@ -82,7 +71,7 @@ def _report(metrics: dict[str, Any], run_dir: Path) -> None:
     out.print(table)
 
 
-def _run(mode: str, spec: Any, run_dir: Path, parallel: int, inprocess: bool) -> None:
+def _run(mode: str, spec: Any, run_dir: Path, parallel: int, inprocess: bool) -> dict[str, Any]:
     from tandem.eval.rundir import RunDir
     from tandem.federated import corag
 
@@ -101,46 +90,34 @@ def _run(mode: str, spec: Any, run_dir: Path, parallel: int, inprocess: bool) ->
                         result = corag.collaborative(spec, rd, bar.labelled())
                     else:
                         result = corag.run_baseline(spec, mode, rd, bar.labelled())
-        metrics = corag.finish(rd, spec, result, time.monotonic() - start, rss.peak_gib)
-        _report(metrics, run_dir)
+        return corag.finish(rd, spec, result, time.monotonic() - start, rss.peak_gib)
 
 
 _MODE_HELP = "collaborative (CoRAG) | local | centralized | closed-book | zero-shot"
 
 
-@federate_app.command("simulate")
-def simulate(
-    bench: Annotated[Path, Opt(help="Bench folder from `tandem federate build-bench`.")],
-    run_dir: Annotated[Path, Opt("--out", help="Run folder to write.")],
-    mode: Annotated[str, Opt(help=_MODE_HELP)] = "collaborative",
-    variant: Annotated[str, Opt(help="Training-store variant: REL | IRR | REL-1 | SPLIT.")] = "REL",
-    shots: Annotated[int, Opt(help="Labelled pairs per client (a k-shot set of the bench).")] = 16,
-    clients: Annotated[Optional[int], Opt(help="Use the first N clients of the bench (default: all).")] = None,
-    rounds: Annotated[int, Opt(help="FedAvg rounds (baselines train rounds x epochs epochs).")] = 2,
-    epochs: Annotated[int, Opt(help="Local epochs per round.")] = 1,
-    eval_limit: Annotated[int, Opt(help="Test questions per client (0 = all).")] = 20,
-    eval_rounds: Annotated[str, Opt(help="Extra rounds to evaluate, comma-separated (the last always is).")] = "",
-    split: Annotated[str, Opt(help="test | dev")] = "test",
-    top_k: Annotated[int, Opt("--k", "-k", help="Passages retrieved per question.")] = 3,
-    passage_tokens: Annotated[int, Opt(help="Reader tokens kept per passage.")] = 48,
-    answer_tokens: Annotated[int, Opt(help="Max answer tokens (training target and generation).")] = 10,
-    batch_size: Annotated[int, Opt(help="Examples per optimiser step.")] = 2,
-    lr_retriever: Annotated[float, Opt()] = 5e-5,
-    lr_reader: Annotated[float, Opt(help="LoRA learning rate.")] = 2e-3,
-    lora_layers: Annotated[int, Opt(help="LoRA on the last N reader layers.")] = 8,
-    parallel: Annotated[int, Opt(help="Clients run at once by Flower (each holds a model copy).")] = 1,
-    threads: Annotated[Optional[int], Opt(help="torch threads per client (default: TANDEM_LLM_THREADS / torch).")] = None,
-    inprocess: Annotated[bool, Opt(help="Collaborative mode without Flower (Algorithm 1 in one process).")] = False,
-    seed: Annotated[int, Opt()] = 0,
-) -> None:
+def _simulate(spec: Any, run_dir: Path, as_json: bool, mode: str, parallel: int, inprocess: bool) -> None:
     """Run CoRAG on Flower's simulation runtime (ServerApp + ClientApp, FedAvg), or a baseline."""
     from tandem.federated.corag import MODES
 
     if mode not in MODES:
         raise typer.BadParameter(f"unknown mode {mode!r}; modes: {sorted(MODES)}")
-    spec = _spec(bench, variant, shots, clients, rounds, epochs, eval_limit, top_k, passage_tokens, answer_tokens,
-                 batch_size, lr_retriever, lr_reader, lora_layers, threads, eval_rounds, split, run_dir, seed)
-    _run(mode, spec, run_dir, parallel, inprocess)
+    spec = spec.replace(bench=str(Path(spec.bench).resolve()), out_dir=str(run_dir.resolve()))
+    metrics = _run(mode, spec, run_dir, parallel, inprocess)
+    if as_json:
+        print_json(metrics)
+    else:
+        _report(metrics, run_dir)
+
+
+_KW = inspect.Parameter.KEYWORD_ONLY
+federate_app.command("simulate")(options_command(RunSpec, _simulate, name="federate simulate",
+                                                 doc=_simulate.__doc__ or "", exclude=("out_dir",), extra=(
+    inspect.Parameter("mode", _KW, default="collaborative", annotation=Annotated[str, Opt(help=_MODE_HELP)]),
+    inspect.Parameter("parallel", _KW, default=1, annotation=Annotated[int, Opt(
+        help="Clients run at once by Flower (each holds a model copy).")]),
+    inspect.Parameter("inprocess", _KW, default=False, annotation=Annotated[bool, Opt(
+        help="Collaborative mode without Flower (Algorithm 1 in one process).")]))))
 
 
 @federate_app.command("compare")

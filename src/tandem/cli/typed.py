@@ -1,7 +1,9 @@
-"""Command-line options generated from a settings model: one ``--field-name`` per field, typed, with the
-field's description and default as help; ``--config FILE`` (YAML or JSON) under them and ``--json`` for the
-result. Unknown keys in the file and bad values stop with exit 2 naming the key and the valid ones, as for
-every other settings model (the one typed layer between the command line and the library)."""
+"""Command-line options generated from a settings model: one ``--field-name`` per field (a nested settings
+model's fields flattened beside them), typed, with the field's description and default as help;
+``--config FILE`` (YAML or JSON) under them and ``--json`` for the result. Unknown keys in the file and bad
+values stop with exit 2 naming the key and the valid ones, as for every other settings model (the one
+typed layer between the command line and the library). A field's ``json_schema_extra={"cli": [...]}``
+gives its flags other names (kept from before the options were generated)."""
 
 import inspect
 import types
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
+from pydantic.fields import FieldInfo
 
 from tandem.config import read_config_file
 from tandem.settings import Settings
@@ -29,33 +32,69 @@ def _cli_type(annotation: Any) -> Any:
     return annotation if annotation in (int, float, str, bool, Path) else str
 
 
-def options_command(model: type[Settings], run: Callable[[Settings, Path, bool], None], *, name: str,
-                    doc: str) -> Callable[..., None]:
-    """A typer command taking ``--out DIR``, ``--config FILE``, ``--json`` and one option per field of ``model``;
-    it validates the layers (file, then the options given) into ``model`` and calls ``run(spec, out, as_json)``."""
+def _nested(info: FieldInfo) -> type[Settings] | None:
+    kind = info.annotation
+    return kind if isinstance(kind, type) and issubclass(kind, Settings) else None
+
+
+def _fields(model: type[Settings], exclude: set[str]) -> list[tuple[str | None, str, FieldInfo]]:
+    """(owner field or None, name, info) of every flag-able field; nested models flattened, dicts left to --config."""
+    out: list[tuple[str | None, str, FieldInfo]] = []
+    for name, info in model.model_fields.items():
+        if name in exclude:
+            continue
+        inner = _nested(info)
+        if inner is not None:
+            out += [(name, n, i) for n, i in inner.model_fields.items()
+                    if n not in exclude and typing.get_origin(i.annotation) is not dict]
+        elif typing.get_origin(info.annotation) is not dict:
+            out.append((None, name, info))
+    return out
+
+
+def _option(name: str, info: FieldInfo) -> Any:
+    kind = _cli_type(info.annotation)
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    flags = list(extra.get("cli") or ["--" + name.replace("_", "-")])
+    default = "required" if info.is_required() else f"default: {info.get_default(call_default_factory=True)}"
+    if kind is bool:
+        flags = [f"{flags[0]}/--no-{flags[0][2:]}"]
+    return Annotated[Optional[kind], typer.Option(*flags, help=f"{info.description or ''} ({default})")]
+
+
+def options_command(model: type[Settings], run: Callable[..., None], *, name: str, doc: str,
+                    extra: tuple[inspect.Parameter, ...] = (), exclude: tuple[str, ...] = ()) -> Callable[..., None]:
+    """A typer command taking ``--out DIR``, ``--config FILE``, ``--json``, ``extra`` parameters and one option per
+    field of ``model``; it validates the layers (file, then the options given) into ``model`` and calls
+    ``run(spec, out, as_json, **extras)``."""
+    kw = inspect.Parameter.KEYWORD_ONLY
     params = [
-        inspect.Parameter("out", inspect.Parameter.KEYWORD_ONLY,
-                          annotation=Annotated[Path, typer.Option("--out", help="Folder to write.")]),
-        inspect.Parameter("config", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[
-            Optional[Path], typer.Option("--config", help="Settings as YAML or JSON; the options below go on top.")]),
-        inspect.Parameter("as_json", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=Annotated[
-            bool, typer.Option("--json", help="Print the result as JSON on stdout.")]),
+        inspect.Parameter("out", kw, annotation=Annotated[Path, typer.Option("--out", help="Folder to write.")]),
+        inspect.Parameter("config", kw, default=None, annotation=Annotated[Optional[Path], typer.Option(
+            "--config", help="Settings as YAML or JSON; the options below go on top.")]),
+        inspect.Parameter("as_json", kw, default=False, annotation=Annotated[bool, typer.Option(
+            "--json", help="Print the result as JSON on stdout.")]),
+        *extra,
     ]
-    for field, info in model.model_fields.items():
-        flag = "--" + field.replace("_", "-")
-        kind = _cli_type(info.annotation)
-        default = "required" if info.is_required() else f"default: {info.get_default(call_default_factory=True)}"
-        help_text = f"{info.description or ''} ({default})"
-        option = typer.Option(f"{flag}/--no-{flag[2:]}" if kind is bool else flag, help=help_text)
-        params.append(inspect.Parameter(field, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                        annotation=Annotated[Optional[kind], option]))
+    fields = _fields(model, set(exclude))
+    params += [inspect.Parameter(field, kw, default=None, annotation=_option(field, info)) for _, field, info in fields]
+    owners = {field: owner for owner, field, _ in fields}
+    extras = [p.name for p in extra]
 
     def command(**given: Any) -> None:
         out, config, as_json = given.pop("out"), given.pop("config"), given.pop("as_json")
-        layers = read_config_file(config) if config else {}
-        chosen = {k: v for k, v in given.items() if v is not None and v != []}
-        spec = model.from_dict({**layers, **chosen}, where=f"{name} settings" + (f" ({config})" if config else ""))
-        run(spec, out, as_json)
+        chosen_extra = {k: given.pop(k) for k in extras}
+        data = read_config_file(config) if config else {}
+        for field, value in given.items():
+            if value is None or value == []:
+                continue
+            owner = owners[field]
+            if owner is None:
+                data[field] = value
+            else:
+                data[owner] = {**(data.get(owner) or {}), field: value}
+        spec = model.from_dict(data, where=f"{name} settings" + (f" ({config})" if config else ""))
+        run(spec, out, as_json, **chosen_extra)
 
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__doc__ = doc

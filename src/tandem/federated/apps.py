@@ -20,7 +20,6 @@ import json
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +81,7 @@ def client_train(msg: Message, context: Context) -> Message:
     spec, bench, cid, model, rnd = _client_setup(msg, context)
     store = open_store(bench.store_path(bench.train_store(spec.variant, cid)))
     questions = bench.questions(cid, "train", shots=spec.shots)
-    settings = replace(spec.train, seed=spec.train.seed + 1000 * rnd + cid)
+    settings = spec.train.replace(seed=spec.train.seed + 1000 * rnd + cid)
     stats = train_local(model, questions, store, settings)
     metrics = MetricRecord({k: float(v) for k, v in stats.items() if isinstance(v, (int, float))})
     return Message(RecordDict({"arrays": to_record(model.get_arrays()), "metrics": metrics}), reply_to=msg)

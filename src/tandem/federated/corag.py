@@ -22,7 +22,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +102,7 @@ def _train(spec: RunSpec, bench: Bench, model: Any, client: int | None, epochs: 
     questions = [q for c in clients for q in bench.questions(c, "train", shots=spec.shots)]
     label = "train pooled" if client is None else f"train client {client}"
     cb = (lambda d, t: progress(label, d, t)) if progress else None
-    return train_local(model, questions, store, replace(spec.train, epochs=epochs), cb)
+    return train_local(model, questions, store, spec.train.replace(epochs=epochs), cb)
 
 
 def run_baseline(spec: RunSpec, mode: str, out: RunDir | None = None, progress: Progress | None = None) -> dict[str, Any]:
@@ -141,7 +140,7 @@ def collaborative(spec: RunSpec, out: RunDir | None = None, progress: Progress |
         for cid in range(n):
             model = shared_model(spec.model)
             model.set_arrays(global_arrays)
-            s = _train(replace(spec, train=replace(spec.train, seed=spec.train.seed + 1000 * rnd + cid)), bench, model,
+            s = _train(spec.replace(train=spec.train.replace(seed=spec.train.seed + 1000 * rnd + cid)), bench, model,
                        cid, spec.train.epochs, progress)
             updates.append(model.get_arrays())
             counts.append(s["num-examples"])
@@ -259,7 +258,7 @@ def paired_bootstrap(a: dict[str, float], b: dict[str, float], samples: int = 20
 
 def config_record(spec: RunSpec, mode: str, **extra: Any) -> dict[str, Any]:
     """The resolved configuration written to config.json."""
-    return {"mode": mode, **asdict(spec), **extra, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {"mode": mode, **spec.to_dict(), **extra, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 __all__ = ["MODES", "PeakRSS", "collaborative", "config_record", "finish", "paired_bootstrap", "question_scores",

@@ -12,32 +12,32 @@ import random
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from pydantic import Field
 
 from tandem.eval.qa_metrics import exact_match, f1_score
 from tandem.federated.model import CoRAGModel, ModelConfig, PassageStore, perplexity_distillation_loss
+from tandem.settings import Settings
 from tandem.types import OnProgress, Question
 
 Progress = OnProgress
 
 
-@dataclass
-class TrainSettings:
+class TrainSettings(Settings):
     """Local optimisation settings (CPU-sized; the paper: AdamW, batch 64, LR 4e-5, 64 epochs/round)."""
 
-    epochs: int = 1
-    batch_size: int = 2
-    lr_retriever: float = 5e-5
-    lr_reader: float = 2e-3
-    reader_loss_weight: float = 1.0
-    retriever_loss_weight: float = 1.0
-    clip: float = 1.0
-    seed: int = 0
+    epochs: int = Field(1, ge=1, description="local epochs per round")
+    batch_size: int = Field(2, ge=1, description="examples per optimiser step")
+    lr_retriever: float = Field(5e-5, gt=0, description="retriever learning rate")
+    lr_reader: float = Field(2e-3, gt=0, description="reader (LoRA) learning rate")
+    reader_loss_weight: float = Field(1.0, ge=0, description="weight of the reader's NLL")
+    retriever_loss_weight: float = Field(1.0, ge=0, description="weight of the perplexity-distillation loss")
+    clip: float = Field(1.0, gt=0, description="gradient norm clip")
+    seed: int = Field(0, description="random seed")
 
 
 _CACHE: dict[str, CoRAGModel] = {}
@@ -48,7 +48,7 @@ _LOCK = threading.Lock()
 
 def shared_model(config: ModelConfig) -> CoRAGModel:
     """One model per process and config, reset to the pretrained weights (clients run sequentially)."""
-    key = repr(asdict(config))
+    key = repr(config.to_dict())
     with _LOCK:
         if key not in _CACHE:
             _CACHE.clear()

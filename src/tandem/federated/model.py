@@ -21,41 +21,43 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 
 from tandem.errors import ConfigError, DataError, IndexMismatchError
 from tandem.models import canonical_name
+from tandem.settings import Settings
 from tandem.types import Document
 
 SYSTEM = ("Answer the question with the answer only: a name, date, number or short phrase of a few words, "
           "never a sentence. Use the passages when they help.")
 
 
-@dataclass
-class ModelConfig:
+class ModelConfig(Settings):
     """Model settings shared by every client (they must agree for FedAvg to make sense)."""
 
-    encoder: str = "minilm"
-    reader: str = "decoder"
-    reader_model: str = "smollm2"
-    top_k: int = 3
-    passage_tokens: int = 48
-    max_answer_tokens: int = 10
-    retriever_temperature: float = 0.1
-    lm_temperature: float = 1.0
-    lora_r: int = 8
-    lora_alpha: int = 16
-    lora_layers: int = 8
-    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-    train_retriever: bool = True
-    train_reader: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)
+    encoder: str = Field("minilm", description="the retriever's query/passage encoder")
+    reader: str = Field("decoder", description="the reader kind")
+    reader_model: str = Field("smollm2", description="the reader LLM (embedded name or folder)")
+    top_k: int = Field(3, ge=1, description="passages retrieved per question", json_schema_extra={"cli": ["--k", "-k"]})
+    passage_tokens: int = Field(48, ge=1, description="reader tokens kept per passage")
+    max_answer_tokens: int = Field(10, ge=1, description="max answer tokens (training target and generation)",
+                                   json_schema_extra={"cli": ["--answer-tokens"]})
+    retriever_temperature: float = Field(0.1, gt=0, description="temperature of the retrieval distribution")
+    lm_temperature: float = Field(1.0, gt=0, description="temperature of the reader's target distribution")
+    lora_r: int = Field(8, ge=1, description="LoRA rank")
+    lora_alpha: int = Field(16, ge=1, description="LoRA alpha")
+    lora_layers: int = Field(8, ge=1, description="LoRA on the last N reader layers")
+    lora_targets: tuple[str, ...] = Field(("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"),
+                                          description="the reader's modules LoRA adapts")
+    train_retriever: bool = Field(True, description="train the retriever")
+    train_reader: bool = Field(True, description="train the reader")
+    extra: dict[str, Any] = Field(default_factory=dict, description="reader-specific options")
 
 
 def perplexity_distillation_loss(retriever_scores: torch.Tensor, reader_logliks: torch.Tensor,

@@ -3,53 +3,51 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
 
 from tandem.errors import ConfigError
 from tandem.federated.bench_io import Bench
 from tandem.federated.local import TrainSettings
 from tandem.federated.model import ModelConfig
+from tandem.settings import Settings
 
 
-@dataclass
-class RunSpec:
-    """Everything a CoRAG run needs: bench, store variant, shots, rounds, model and optimiser settings."""
+class RunSpec(Settings):
+    """Everything a CoRAG run needs: bench, store variant, shots, rounds, model and optimiser settings
+    (``tandem federate simulate``'s options are generated from these fields and the nested ones)."""
 
-    bench: str
-    variant: str = "REL"
-    shots: int = 16
-    clients: int | None = None  # first N clients of the bench (None: all)
-    rounds: int = 2
-    eval_rounds: tuple[int, ...] = ()  # rounds evaluated on the test stores (the last one always)
-    split: str = "test"
-    eval_limit: int | None = 25  # questions per client evaluated
-    eval_batch: int = 4
-    threads: int | None = None
-    out_dir: str | None = None
-    model: ModelConfig = field(default_factory=ModelConfig)
-    train: TrainSettings = field(default_factory=TrainSettings)
+    bench: str = Field(description="bench folder from `tandem federate build-bench`")
+    variant: str = Field("REL", description="training-store variant (the bench's: REL, IRR, REL-1, SPLIT, REL-ONLY, ...)")
+    shots: int = Field(16, ge=1, description="labelled pairs per client (a k-shot set of the bench)")
+    clients: int | None = Field(None, ge=1, description="use the first N clients of the bench (null: all)")
+    rounds: int = Field(2, ge=1, description="FedAvg rounds (baselines train rounds x epochs epochs)")
+    eval_rounds: tuple[int, ...] = Field((), description="extra rounds evaluated on the test stores (the last always is)")
+    split: Literal["test", "dev"] = Field("test", description="the questions evaluated")
+    eval_limit: int | None = Field(20, ge=0, description="test questions per client evaluated (0 or null: all)")
+    eval_batch: int = Field(4, ge=1, description="questions answered per reader batch at evaluation")
+    threads: int | None = Field(None, ge=1, description="torch threads per client (null: TANDEM_LLM_THREADS / torch)")
+    out_dir: str | None = Field(None, description="the run folder (set by the command)")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="model settings shared by every client")
+    train: TrainSettings = Field(default_factory=TrainSettings, description="local optimisation settings")
+
+    @field_validator("eval_limit")
+    @classmethod
+    def _all_is_none(cls, value: int | None) -> int | None:
+        return value or None
+
+    @field_validator("eval_rounds", mode="before")
+    @classmethod
+    def _rounds_list(cls, value: Any) -> Any:
+        return [int(x) for x in value.split(",") if x.strip()] if isinstance(value, str) else value
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> RunSpec:
-        """Build from a plain dict (unknown keys are errors)."""
-        raw = dict(raw)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise ConfigError(f"unknown run settings {unknown}; known: {sorted(known)}")
-        model = _sub(ModelConfig, raw.pop("model", {}) or {})
-        train = _sub(TrainSettings, raw.pop("train", {}) or {})
-        if "eval_rounds" in raw:
-            raw["eval_rounds"] = tuple(int(r) for r in raw["eval_rounds"])
-        return cls(**raw, model=model, train=train)
+        return self.model_dump_json()
 
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
-        return cls.from_dict(json.loads(text))
+        return cls.from_dict(json.loads(text), where="run spec")
 
     @classmethod
     def from_run_config(cls, config: dict[str, Any]) -> RunSpec:
@@ -61,8 +59,6 @@ class RunSpec:
             head, _, tail = name.partition(".")
             if tail and head in ("model", "train"):
                 raw[head][tail] = value
-            elif name == "eval_rounds":
-                raw[name] = [int(x) for x in str(value).split(",") if x.strip()]
             elif name in ("clients", "eval_limit", "threads") and value in ("", 0, None):
                 raw[name] = None
             else:
@@ -83,15 +79,6 @@ class RunSpec:
         return server_round == self.rounds or server_round in self.eval_rounds
 
 
-def _sub(kind: type, raw: dict[str, Any]) -> Any:
-    known = {f.name: f for f in fields(kind)}
-    unknown = sorted(set(raw) - set(known))
-    if unknown:
-        raise ConfigError(f"unknown {kind.__name__} settings {unknown}; known: {sorted(known)}")
-    out = {k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()}
-    return kind(**out)
-
-
 def check_spec(spec: RunSpec) -> Bench:
     """Open the bench and check the run settings against it before any model is loaded."""
     bench = Bench(spec.bench)
@@ -99,8 +86,4 @@ def check_spec(spec: RunSpec) -> Bench:
     spec.client_count(bench.clients)
     if not 1 <= spec.shots <= max(bench.manifest["shots"]):
         raise ConfigError(f"shots={spec.shots}; the bench has 1..{max(bench.manifest['shots'])} training pairs per client")
-    if spec.split not in ("dev", "test"):
-        raise ConfigError(f"split must be 'dev' or 'test', got {spec.split!r}")
-    if spec.rounds < 1:
-        raise ConfigError(f"rounds must be >= 1, got {spec.rounds}")
     return bench
