@@ -230,3 +230,34 @@ def test_passages_the_question_names_are_seeded_and_boosted(tmp_path, links):
     assert [h.doc_id for h in same] == [h.doc_id for h in plain]
     with pytest.raises(ConfigError, match="link_seeds and link_boost must be >= 0"):
         GraphRetriever(idx, ComparisonFirstStage(), link_boost=-0.1)
+
+
+def test_bridge_expansion_lifts_the_passages_the_top_hits_name(tmp_path):
+    """expand_hits: the passages whose title a top first-stage hit mentions gain expand_weight / rank, damped by
+    the hit's out-degree; with the graph term off, nothing else moves."""
+    build_index(BRIDGE_DOCS, tmp_path / "idx", kind="bm25", extras=[GraphExtra(max_df=1.0, entities=False)])
+    idx = open_index(tmp_path / "idx")
+    query = "What position did the woman who played Corliss Archer hold?"
+    off = {"fusion_weight": 0.0, "link_boost": 0.0, "link_seeds": 0.0}
+    plain = GraphRetriever(idx, FixedFirstStage(), **off).search(query, 8)
+    assert plain[-1].doc_id == "bridge"
+    expanded = GraphRetriever(idx, FixedFirstStage(), **off, expand_hits=1, expand_weight=0.5).search(query, 8)
+    assert [h.doc_id for h in expanded][:2] == ["q1", "bridge"]
+    assert expanded[1].score - plain[-1].score == pytest.approx(0.5, abs=1e-6)  # rank-1 parent: the whole weight
+    # the film names only the bridge (out-degree 1), so hub damping leaves it; a hit at rank 2 gives half
+    damped = GraphRetriever(idx, FixedFirstStage(), **off, expand_hits=1, expand_weight=0.5, hub_damping=1.0)
+    assert [h.doc_id for h in damped.search(query, 8)] == [h.doc_id for h in expanded]
+    with pytest.raises(ConfigError, match="expand_hits, expand_weight and hub_damping must be >= 0"):
+        GraphRetriever(idx, FixedFirstStage(), expand_weight=-1.0)
+
+
+def test_expansion_matrix_spreads_a_hubs_vote():
+    from scipy import sparse
+
+    from tandem.retrieve.graph import expansion_matrix
+
+    mention = sparse.csr_matrix(np.array([[0, 1, 1, 1], [0, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 0]], np.float32))
+    parents = np.array([[1.0], [1.0], [0.0], [0.0]], np.float32)
+    assert (expansion_matrix(mention, 0.0) @ parents).ravel().tolist() == [0.0, 1.0, 2.0, 1.0]
+    damped = (expansion_matrix(mention, 1.0) @ parents).ravel()
+    assert damped == pytest.approx([0.0, 1 / 3, 1 / 3 + 1.0, 1 / 3])

@@ -21,7 +21,11 @@ passage graph of :mod:`tandem.index.graph` (no LLM-extracted triples):
    with ``"propagated"``, only the mass that reached each passage over edges, x - (1 - d) s (how
    strongly a passage is connected to the seeds, their own relevance being in the first-stage term);
 5. the final score fuses both: (1 - ``fusion_weight``) * first / max(first) + ``fusion_weight`` * g / max(g),
-   plus ``link_boost`` for each passage the question names.
+   plus ``link_boost`` for each passage the question names;
+6. bridge expansion: each of the top ``expand_hits`` first-stage passages p (rank r) adds
+   ``expand_weight`` / r / outdeg(p) ** ``hub_damping`` to every passage whose title p mentions (the
+   second hop of a bridge question is about an entity the first hop names; a passage naming many
+   titles spreads its vote thinner).
 
 Defaults were chosen on HotpotQA dev500 questions 250-499 only (docs/retrieval.md).
 """
@@ -58,6 +62,9 @@ DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen on dev500 questions 250-49
     "two_hop": False,
     "hop_passages": 3,
     "hop_weight": 1.0,
+    "expand_hits": 0,
+    "expand_weight": 0.0,
+    "hub_damping": 0.0,
 }
 
 
@@ -88,6 +95,15 @@ def personalized_pagerank(p_t: sparse.csr_matrix, seeds: np.ndarray, dangling: n
     return x
 
 
+def expansion_matrix(mention: sparse.csr_matrix, hub_damping: float) -> sparse.csr_matrix:
+    """E (n, n) with E[j, i] = 1 / outdeg(i) ** ``hub_damping`` for each mention edge i -> j: ``E @ w`` gives
+    each passage the damped weights of the passages that name it."""
+    binary = (mention > 0).astype(np.float32)
+    out_degree = np.asarray(binary.sum(axis=1)).ravel()
+    scale = np.power(np.maximum(out_degree, 1.0), -hub_damping).astype(np.float32)
+    return (sparse.diags(scale) @ binary).T.tocsr()
+
+
 class GraphRetriever:
     """First stage -> seeds -> personalized PageRank over the passage graph -> fused ranking."""
 
@@ -108,6 +124,9 @@ class GraphRetriever:
             raise ConfigError(f"fusion_weight must be in [0, 1], got {s['fusion_weight']}")
         if float(s["link_seeds"]) < 0 or float(s["link_boost"]) < 0:
             raise ConfigError(f"link_seeds and link_boost must be >= 0, got {s['link_seeds']}, {s['link_boost']}")
+        if int(s["expand_hits"]) < 0 or float(s["expand_weight"]) < 0 or float(s["hub_damping"]) < 0:
+            raise ConfigError("expand_hits, expand_weight and hub_damping must be >= 0, got "
+                              f"{s['expand_hits']}, {s['expand_weight']}, {s['hub_damping']}")
         if int(s["seeds"]) < 1 or int(s["iterations"]) < 0 or int(s["depth"]) < int(s["seeds"]):
             raise ConfigError(f"need seeds >= 1, iterations >= 0 and depth >= seeds, got {s}")
         if s["two_hop"] and dense is None:
@@ -118,7 +137,9 @@ class GraphRetriever:
         self.doc_ids = index.store.ids
         self.row_of = index.store.index_of
         arrays = {name[len(EXTRA_PREFIX) + 1:]: index.extra(name) for name in GRAPH_ARRAYS}
-        p = transition_matrix(load_graph(arrays, len(self.doc_ids)), float(s["reverse_weight"]), float(s["entity_weight"]))
+        graphs = load_graph(arrays, len(self.doc_ids))
+        p = transition_matrix(graphs, float(s["reverse_weight"]), float(s["entity_weight"]))
+        self.expansion = expansion_matrix(graphs["mention"], float(s["hub_damping"]))
         self.p_t = p.T.tocsr()
         self.dangling = np.asarray(p.sum(axis=1)).ravel() == 0
         min_chars = index.manifest.params.get(EXTRA_PREFIX, {}).get("min_alias_chars", DEFAULT_GRAPH["min_alias_chars"])
@@ -140,9 +161,12 @@ class GraphRetriever:
         linked = np.zeros((n, batch), dtype=np.float32)
         for col, query in enumerate(queries):
             linked[self.linker.rows(query), col] = 1.0
+        parents = np.zeros((n, batch), dtype=np.float32)  # top first-stage rows, weighted 1 / rank
         for col, hits in enumerate(firsts):
             if not hits:
                 continue
+            parents[[self.row_of[h.doc_id] for h in hits[:int(s["expand_hits"])]], col] = \
+                1.0 / np.arange(1, min(int(s["expand_hits"]), len(hits)) + 1, dtype=np.float32)
             scores = np.array([h.score for h in hits], dtype=np.float32)
             lo, span = scores.min(), float(scores.max() - scores.min()) or 1.0
             norm = (scores - lo) / span + 1e-3  # the last of the list keeps a little weight
@@ -161,6 +185,8 @@ class GraphRetriever:
         lam = float(s["fusion_weight"])
         fused = (1.0 - lam) * first / np.maximum(first.max(axis=0, keepdims=True), 1e-12) \
             + lam * graph / np.maximum(graph.max(axis=0, keepdims=True), 1e-12) + float(s["link_boost"]) * linked
+        if s["expand_hits"] and s["expand_weight"]:
+            fused += float(s["expand_weight"]) * (self.expansion @ parents)
         return [self._top(fused[:, col], k) for col in range(batch)]
 
     def _top(self, scores: np.ndarray, k: int) -> list[Hit]:
