@@ -91,6 +91,9 @@ BRIDGE_DOCS = [
 ]
 
 
+FUSED_ONLY = {"expand_weight": 0.0, "ranker": "none"}  # the PageRank fusion alone, as before the expansion
+
+
 class FixedFirstStage:
     """A first stage that returns the same ranking for every query: the film, then the distractors."""
 
@@ -114,8 +117,9 @@ def test_graph_retriever_ranks_the_bridge_passage_up(tmp_path):
     ranked = [h.doc_id for h in hits]
     assert ranked[0] == "q1" and "bridge" in ranked[:3]
     assert all(h.source == "graph" for h in hits) and [h.rank for h in hits] == [1, 2, 3, 4, 5]
-    # fusion_weight 0 without the link boost is the first stage again
-    assert [h.doc_id for h in GraphRetriever(idx, FixedFirstStage(), fusion_weight=0.0, link_boost=0.0).search(query, 8)] == first
+    # fusion_weight 0 without the link boost, the expansion and the ranker is the first stage again
+    plain = GraphRetriever(idx, FixedFirstStage(), fusion_weight=0.0, link_boost=0.0, **FUSED_ONLY)
+    assert [h.doc_id for h in plain.search(query, 8)] == first
 
 
 def test_graph_retriever_through_open_retriever_with_bm25_first_stage(tmp_path):
@@ -219,9 +223,9 @@ def test_passages_the_question_names_are_seeded_and_boosted(tmp_path, links):
     build_index(COMPARISON_DOCS, tmp_path / "idx", kind="bm25", extras=[GraphExtra(max_df=1.0)])
     idx = open_index(tmp_path / "idx")
     query = "Were Scott Derrickson and Ed Wood of the same nationality?"
-    plain = GraphRetriever(idx, ComparisonFirstStage(), seeds=2, link_seeds=0.0, link_boost=0.0).search(query, 7)
+    plain = GraphRetriever(idx, ComparisonFirstStage(), seeds=2, link_seeds=0.0, link_boost=0.0, **FUSED_ONLY).search(query, 7)
     assert [h.doc_id for h in plain].index("wood") >= 5
-    settings = {"seeds": 2, "link_seeds": 0.0, "link_boost": 0.0, **links}
+    settings = {"seeds": 2, "link_seeds": 0.0, "link_boost": 0.0, **FUSED_ONLY, **links}
     linked = GraphRetriever(idx, ComparisonFirstStage(), **settings).search(query, 7)
     assert {h.doc_id for h in linked[:2]} == {"derrickson", "wood"}
     # a question that names nothing is ranked as without links
@@ -238,8 +242,8 @@ def test_bridge_expansion_lifts_the_passages_the_top_hits_name(tmp_path):
     build_index(BRIDGE_DOCS, tmp_path / "idx", kind="bm25", extras=[GraphExtra(max_df=1.0, entities=False)])
     idx = open_index(tmp_path / "idx")
     query = "What position did the woman who played Corliss Archer hold?"
-    off = {"fusion_weight": 0.0, "link_boost": 0.0, "link_seeds": 0.0}
-    plain = GraphRetriever(idx, FixedFirstStage(), **off).search(query, 8)
+    off = {"fusion_weight": 0.0, "link_boost": 0.0, "link_seeds": 0.0, "ranker": "none"}
+    plain = GraphRetriever(idx, FixedFirstStage(), **off, expand_weight=0.0).search(query, 8)
     assert plain[-1].doc_id == "bridge"
     expanded = GraphRetriever(idx, FixedFirstStage(), **off, expand_hits=1, expand_weight=0.5).search(query, 8)
     assert [h.doc_id for h in expanded][:2] == ["q1", "bridge"]
@@ -247,7 +251,7 @@ def test_bridge_expansion_lifts_the_passages_the_top_hits_name(tmp_path):
     # the film names only the bridge (out-degree 1), so hub damping leaves it; a hit at rank 2 gives half
     damped = GraphRetriever(idx, FixedFirstStage(), **off, expand_hits=1, expand_weight=0.5, hub_damping=1.0)
     assert [h.doc_id for h in damped.search(query, 8)] == [h.doc_id for h in expanded]
-    with pytest.raises(ConfigError, match="expand_hits, expand_weight and hub_damping must be >= 0"):
+    with pytest.raises(ConfigError, match="expand_hits, expand_weight, hub_damping, expand_reverse must be >= 0"):
         GraphRetriever(idx, FixedFirstStage(), expand_weight=-1.0)
 
 
