@@ -67,7 +67,7 @@ def test_a_trained_ranker_learns_the_bridge_and_round_trips(bridge_index, tmp_pa
 
 
 def test_ranker_settings_and_bad_model_files(bridge_index, tmp_path):
-    assert SHIPPED.is_file() and DEFAULT_GRAPH_RETRIEVAL["ranker"] == "learned"
+    assert SHIPPED.is_file() and DEFAULT_GRAPH_RETRIEVAL["ranker"] == "learned-v1"
     shipped = GraphRetriever(bridge_index, FixedFirstStage())  # the defaults load the shipped model
     assert shipped.ranker is not None and len(shipped.search(QUERY, 5)) == 5
     bad = tmp_path / "bad.txt"
@@ -76,5 +76,7 @@ def test_ranker_settings_and_bad_model_files(bridge_index, tmp_path):
         GraphRetriever(bridge_index, FixedFirstStage(), ranker=str(bad))
     with pytest.raises(ConfigError, match="does not exist"):
         GraphRetriever(bridge_index, FixedFirstStage(), ranker=str(tmp_path / "missing.txt"))
+    with pytest.raises(ConfigError, match="graph ranker 'learned-v0' is not shipped here: this tandem ships 'learned-v1'"):
+        GraphRetriever(bridge_index, FixedFirstStage(), ranker="learned-v0")
     with pytest.raises(ConfigError, match="rerank_depth must be >= 1"):
         GraphRetriever(bridge_index, FixedFirstStage(), rerank_depth=0)

@@ -28,8 +28,8 @@ passage graph of :mod:`tandem.index.graph` (no LLM-extracted triples):
    titles spreads its vote thinner); with ``expand_reverse`` > 0, every passage that mentions p's title
    also gains ``expand_reverse`` * ``expand_weight`` / r / indeg(p) ** ``hub_damping`` (the film whose
    text names the actor found first);
-7. with ``ranker`` = ``"learned"`` (the shipped LightGBM LambdaRank model, :mod:`tandem.retrieve.ranker`)
-   or a model file's path, the top ``rerank_depth`` passages of the fused score are re-ordered by the
+7. with ``ranker`` = ``"learned-v1"`` (the shipped LightGBM LambdaRank model and its version,
+   :mod:`tandem.retrieve.ranker`; ``"learned"`` is the shipped one, whatever its version) or a model file's path, the top ``rerank_depth`` passages of the fused score are re-ordered by the
    model over these signals; ``"none"`` keeps the fused order.
 
 Defaults were chosen by 5-fold cross-validation over folds mixing HotpotQA dev500, MuSiQue-100 and the
@@ -50,7 +50,7 @@ from tandem.index.build import Index
 from tandem.index.graph import DEFAULT_GRAPH, EXTRA_PREFIX, GRAPH_ARRAYS, TitleLinker, load_graph
 from tandem.retrieve.base import Retriever
 from tandem.retrieve.hybrid import rrf_scores
-from tandem.retrieve.ranker import SHIPPED, BridgeFeatures, LearnedRanker
+from tandem.retrieve.ranker import SHIPPED_NAME, BridgeFeatures, LearnedRanker
 from tandem.types import Hit
 
 SEED_WEIGHTINGS = ("score", "rank")
@@ -74,7 +74,7 @@ DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen by 5-fold cross-validation
     "expand_weight": 0.35,
     "hub_damping": 0.5,
     "expand_reverse": 0.0,
-    "ranker": "learned",
+    "ranker": SHIPPED_NAME,  # "learned-v1": the shipped model and its version, recorded in each run's config
     "rerank_depth": 30,
 }
 
@@ -172,8 +172,7 @@ class GraphRetriever:
         rows = index.faiss.exact_rows() if index.has("dense") else None
         self.query_encoder = index.encoder if rows is not None else None
         self.features = BridgeFeatures(graphs["mention"], titles, rows)
-        self.ranker = None if s["ranker"] == "none" else LearnedRanker.load(
-            SHIPPED if s["ranker"] == "learned" else s["ranker"], int(s["rerank_depth"]))
+        self.ranker = None if s["ranker"] == "none" else LearnedRanker.open(str(s["ranker"]), int(s["rerank_depth"]))
         if float(s["expand_reverse"]):
             reverse = expansion_matrix(graphs["mention"].T.tocsr(), float(s["hub_damping"]))
             self.expansion = (self.expansion + float(s["expand_reverse"]) * reverse).tocsr()

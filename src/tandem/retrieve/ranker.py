@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 RANKER_VERSION = 1
 HEADER = f"# tandem graph ranker v{RANKER_VERSION}\n"
 SHIPPED = Path(__file__).with_name("graph_ranker.txt")
+SHIPPED_NAME = f"learned-v{RANKER_VERSION}"
 PARENTS = 3  # bridge features look at the top 3 first-stage hits
 FEATURES = (
     "fused", "fused_rank", "first", "first_rank", "graph", "linked", "linked_count",
@@ -130,6 +131,16 @@ class LearnedRanker:
 
     def __init__(self, booster: Any, depth: int) -> None:
         self.booster, self.depth = booster, depth
+
+    @classmethod
+    def open(cls, spec: str, depth: int) -> LearnedRanker:
+        """``learned`` / ``learned-vN`` (the shipped model; N must be its version) or a model file's path."""
+        if spec.startswith("learned"):
+            if spec not in ("learned", SHIPPED_NAME):
+                raise ConfigError(f"graph ranker {spec!r} is not shipped here: this tandem ships {SHIPPED_NAME!r} "
+                                  "(or give a model file's path, or ranker=none)")
+            return cls.load(SHIPPED, depth)
+        return cls.load(spec, depth)
 
     @classmethod
     def load(cls, path: str | Path, depth: int) -> LearnedRanker:
