@@ -80,3 +80,24 @@ def test_ranker_settings_and_bad_model_files(bridge_index, tmp_path):
         GraphRetriever(bridge_index, FixedFirstStage(), ranker="learned-v0")
     with pytest.raises(ConfigError, match="rerank_depth must be >= 1"):
         GraphRetriever(bridge_index, FixedFirstStage(), rerank_depth=0)
+
+
+def test_the_ranker_reads_the_first_stages_query_vectors(tmp_path):
+    """On a hybrid index the ranker's cosine features reuse the vectors the dense part computed: one
+    encoding per query batch, not two."""
+    from tandem.retrieve import open_retriever
+    from tandem.testing.encoders import HashingEncoder
+
+    build_index(BRIDGE_DOCS, tmp_path / "idx", kind="hybrid", encoder=HashingEncoder(),
+                extras=[GraphExtra(max_df=1.0, entities=False)])
+    idx = open_index(tmp_path / "idx")
+    calls = []
+    encoder = HashingEncoder()
+    encode = encoder.encode
+    encoder.encode = lambda texts, **kw: calls.append(list(texts)) or encode(texts, **kw)
+    idx.__dict__["encoder"] = encoder
+    g = open_retriever(idx, "graph")
+    assert g.ranker is not None and len(g.search(QUERY, 5)) == 5
+    assert calls == [[QUERY]]
+    x = g.features.matrix(g.signals([QUERY], 10), 0, np.array([g.row_of["q1"]]), QUERY)
+    assert x[0, FEATURES.index("dense_cosine")] != 0.0

@@ -49,6 +49,7 @@ from tandem.errors import ConfigError
 from tandem.index.build import Index
 from tandem.index.graph import DEFAULT_GRAPH, EXTRA_PREFIX, GRAPH_ARRAYS, TitleLinker, load_graph
 from tandem.retrieve.base import Retriever
+from tandem.retrieve.dense import DenseRetriever
 from tandem.retrieve.hybrid import rrf_scores
 from tandem.retrieve.ranker import SHIPPED_NAME, BridgeFeatures, LearnedRanker
 from tandem.types import Hit
@@ -115,6 +116,35 @@ def expansion_matrix(mention: sparse.csr_matrix, hub_damping: float) -> sparse.c
     return (sparse.diags(scale) @ binary).T.tocsr()
 
 
+class LastBatchEncoder:
+    """An encoder that remembers its last batch: the ranker's query vectors are the first stage's."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.last = inner, ((), None)
+
+    def encode(self, texts: Sequence[str], **options: Any) -> np.ndarray:
+        texts = tuple(texts)
+        last = self.last  # one read: another thread may replace it
+        if last[0] != texts or last[1] is None:
+            last = (texts, self.inner.encode(list(texts), **options))
+            self.last = last
+        return last[1]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def share_query_vectors(first: Any) -> LastBatchEncoder | None:
+    """Wrap the encoder of the first stage's dense part (itself, or a hybrid's) so that the query vectors
+    it computes are read again without a second encoding; None when it has no dense part."""
+    for part in [first, *getattr(first, "retrievers", [])]:
+        if isinstance(part, DenseRetriever):
+            if not isinstance(part.encoder, LastBatchEncoder):
+                part.encoder = LastBatchEncoder(part.encoder)
+            return part.encoder
+    return None
+
+
 @dataclass(frozen=True)
 class Signals:
     """The graph retriever's per-passage signals for a batch, each (n passages, batch) float32: the
@@ -170,7 +200,7 @@ class GraphRetriever:
         self.expansion = expansion_matrix(graphs["mention"], float(s["hub_damping"]))
         titles = [d.title for d in index.store.docs]
         rows = index.faiss.exact_rows() if index.has("dense") else None
-        self.query_encoder = index.encoder if rows is not None else None
+        self.query_encoder = share_query_vectors(first) or index.encoder if rows is not None else None
         self.features = BridgeFeatures(graphs["mention"], titles, rows)
         self.ranker = None if s["ranker"] == "none" else LearnedRanker.open(str(s["ranker"]), int(s["rerank_depth"]))
         if float(s["expand_reverse"]):
