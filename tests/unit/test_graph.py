@@ -193,6 +193,23 @@ def test_every_method_can_search_through_the_graph(tmp_path):
     assert answer.trace.steps[0].hits and all(h.source == "graph" for h in answer.trace.steps[0].hits)
 
 
+def test_methods_that_prefer_the_dense_part_keep_an_explicit_graph_retriever(tmp_path):
+    """DualRAG's keyword search and CoopRAG's first stage replace the index's own kind by its dense part
+    (the papers' setting), but keep a retriever chosen otherwise: --retriever graph is what they search."""
+    from tandem.methods import Search, build_method
+    from tandem.testing.encoders import HashingEncoder
+    from tandem.testing.fake_llm import FakeLLM
+
+    build_index(BRIDGE_DOCS, tmp_path / "idx", kind="hybrid", encoder=HashingEncoder(), extras=[GraphExtra(max_df=1.0)])
+    idx = open_index(tmp_path / "idx")
+    idx.__dict__["encoder"] = HashingEncoder()
+    for method in ("dualrag", "cooprag"):
+        graph = build_method(method, FakeLLM(), Search(open_retriever(idx, "graph"), idx.store), reranker="none")
+        assert graph.search.retriever.name == "graph"
+        own = build_method(method, FakeLLM(), Search(open_retriever(idx), idx.store), reranker="none")
+        assert own.search.retriever.name == "dense"
+
+
 def test_title_linker_finds_the_passages_a_question_names():
     titles = ["Scott Derrickson", "Ed Wood", "Ed Wood (film)", "Edward Woodward", "Doctor Strange (2016 film)", "UK"]
     linker = TitleLinker(titles)
