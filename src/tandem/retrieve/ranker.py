@@ -73,11 +73,12 @@ class BridgeFeatures:
     def matrix(self, signals: Signals, col: int, rows: np.ndarray, question: str) -> np.ndarray:
         """(len(rows), len(FEATURES)) features of the candidate ``rows`` of batch column ``col``."""
         first_rank = signals.first_rank[:, col]
-        top = np.argsort(-first_rank)[:PARENTS]
+        top = np.argpartition(-first_rank, PARENTS)[:PARENTS] if len(first_rank) > PARENTS else np.arange(len(first_rank))
+        top = top[np.argsort(-first_rank[top], kind="stable")]
         parents = np.zeros(len(first_rank), dtype=np.float32)
         parents[top] = first_rank[top]
         top1 = np.zeros(len(first_rank), dtype=np.float32)
-        top1[top[:1]] = 1.0
+        top1[top[:1]] = first_rank[top[:1]] > 0  # no first-stage hit: no top hit
         named_by_top = self.named_by @ parents
         linked = signals.linked[:, col]
         fused = signals.fused[rows, col]
@@ -165,7 +166,7 @@ class LearnedRanker:
             if not len(rows):
                 out.append((rows, np.zeros(0, dtype=np.float32)))
                 continue
-            scores = self.booster.predict(retriever.features.matrix(signals, col, rows, question))
+            scores = self.booster.predict(retriever.features.matrix(signals, col, rows, question), num_threads=1)
             order = np.lexsort((np.arange(len(rows)), -scores))[:k]
             out.append((rows[order], scores[order]))
         return out
