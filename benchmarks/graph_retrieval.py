@@ -227,7 +227,8 @@ def cv_ranker(data: dict[str, tuple[list[Question], Any]], firsts: dict[str, Any
             for i, r in enumerate(records):
                 if i % FOLDS == fold:
                     held[name][i] = r["scores"]
-    out: dict[str, Any] = {"ranker_held_out": fold_means(held, set(range(FOLDS))), "ranker_train_s": train_s}
+    out: dict[str, Any] = {"ranker_held_out": fold_means(held, set(range(FOLDS))), "ranker_train_s": train_s,
+                           "ranker_folds": [fold_means(held, {fold}) for fold in range(FOLDS)]}
     if save_to is not None:
         save_ranker(train(json.dumps(final, sort_keys=True), set(range(FOLDS))), save_to)
         out["ranker_saved"] = str(save_to)
