@@ -101,3 +101,21 @@ def test_the_ranker_reads_the_first_stages_query_vectors(tmp_path):
     assert calls == [[QUERY]]
     x = g.features.matrix(g.signals([QUERY], 10), 0, np.array([g.row_of["q1"]]), QUERY)
     assert x[0, FEATURES.index("dense_cosine")] != 0.0
+
+
+def test_cross_validation_folds_mix_sets_and_hold_one_out():
+    """benchmarks/graph_retrieval.py: question i is in fold i mod 5 in every set; the objective weighs sets
+    equally; the grid's fused runs leave the ranker off (it is trained on top of them)."""
+    from tests.conftest import benchmark_script
+
+    bench = benchmark_script("graph_retrieval")
+    metrics = bench.METRICS
+    rows = {"a": [dict.fromkeys(metrics, float(i % 5 == 0)) for i in range(10)],
+            "b": [dict.fromkeys(metrics, 1.0) for _ in range(5)]}
+    held = bench.fold_means(rows, {0})
+    assert held["a"]["recall@5"] == 100.0 and held["b"]["recall@5"] == 100.0
+    assert bench.fold_means(rows, {1, 2, 3, 4})["a"]["recall@5"] == 0.0
+    assert bench.objective(bench.fold_means(rows, {1, 2, 3, 4})) == 50.0  # (0 + 100) / 2: each set counts once
+    combos = bench.grid_settings()
+    assert len(combos) == len({str(sorted(c.items())) for c in combos}) and all(c["ranker"] == "none" for c in combos)
+    assert {"expand_hits": 0, "expand_weight": 0.0} in [{k: c[k] for k in ("expand_hits", "expand_weight")} for c in combos]
