@@ -6,10 +6,11 @@ The graph retriever's fused score adds its signals with fixed weights. The ranke
 (question, passage) pair (:data:`FEATURES`): the first-stage score and rank, the PageRank score, the
 question's title links, bridge edges from and to the top first-stage hits and the passages the
 question names, the passage's in- and out-degree, the share of its title's words the question holds,
-and its place in the fused list. No LLM and no text encoder beyond the first stage's.
+its place in the fused list and, on an index with dense vectors, its cosine to the question and to
+the top hit. No LLM, and no encoder beyond the index's own (the question vector is the first stage's).
 
 The model ships with the package (``graph_ranker.txt``: LightGBM's text format behind a one-line
-header ``# tandem graph ranker vN``); ``benchmarks/graph_retrieval.py cv --train-ranker`` trains it
+header ``# tandem graph ranker vN``); ``benchmarks/graph_retrieval.py cv --save-ranker PATH`` trains it
 again (a few seconds on CPU) from the cross-validation sets and writes it atomically.
 """
 
@@ -40,7 +41,7 @@ FEATURES = (
     "log_in_degree", "log_out_degree",
     "title_in_question", "dense_cosine", "dense_to_top1",
 )
-PARAMS: dict[str, Any] = {  # LambdaRank, small trees: about 12 k rows train in seconds
+PARAMS: dict[str, Any] = {  # LambdaRank, small trees: about 15 k rows train in seconds
     "objective": "lambdarank", "metric": "ndcg", "eval_at": [2, 5], "learning_rate": 0.05,
     "num_leaves": 15, "min_data_in_leaf": 20, "feature_fraction": 0.9, "lambdarank_truncation_level": 10,
     "verbose": -1, "num_threads": 1, "deterministic": True, "seed": 0,
@@ -153,7 +154,7 @@ class LearnedRanker:
         if not text.startswith(HEADER):
             first = text.splitlines()[0] if text else ""
             raise ConfigError(f"{path}:1: not a tandem graph ranker v{RANKER_VERSION} model (header {first[:60]!r}); "
-                              "train one with `python benchmarks/graph_retrieval.py cv --train-ranker`")
+                              "train one with `python benchmarks/graph_retrieval.py cv --save-ranker PATH`")
         return cls(_lightgbm().Booster(model_str=text[len(HEADER):]), depth)
 
 
