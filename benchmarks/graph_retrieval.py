@@ -1,20 +1,22 @@
 """Graph retrieval (personalized PageRank over the passage graph) against bm25 / dense / hybrid.
 
-Two modes, both printing JSON:
+Modes, each printing JSON:
 
-    # settings search, on HotpotQA dev500 questions 250-499 only (--split odd: odd positions)
-    python benchmarks/graph_retrieval.py tune --work indexes/bench-graph > runs/graph-tune.json
-    # figures on every set: R@2/5/10, all-gold@5, MRR, nDCG@10, build time, graph size, query p50/p95
+    # settings chosen by 5-fold cross-validation over folds mixing every set; held-out figures
+    python benchmarks/graph_retrieval.py cv --work indexes/bench-graph > runs/graph-cv.json
+    # figures on every set, per fold: R@2/5/10, all-gold@5, MRR, nDCG@10, build time, graph size, query p50/p95
     python benchmarks/graph_retrieval.py report --work indexes/bench-graph > runs/graph-report.json
+    # dev500 questions over larger pools (other sets' passages added): recall and latency
+    python benchmarks/graph_retrieval.py pools --work indexes/bench-graph > runs/graph-pools.json
     # query latency alone (run it on a quiet machine; --clock cpu times process CPU time)
     python benchmarks/graph_retrieval.py latency --sets hotpotqa --work indexes/bench-graph
     # gold-document recall of tandem eval qa runs, over the questions all of them have done
     python benchmarks/graph_retrieval.py methods --runs runs/m-cooprag-hybrid runs/m-cooprag-graph
 
 ``--work`` holds one hybrid + graph index per set, built once and reused (``--rebuild`` to time the
-builds again). Sets: ``hotpotqa`` (dev500 pool; figures for all 500, for 0-249 (the bridge
-questions), 250-499 (the comparison questions) and the even / odd positions), ``musique`` (MuSiQue-100 with its corpus) and ``fixtures`` (the 2WikiMultihopQA
-and HotpotQA examples of ../shared/data/fixtures in their original formats, one pool, 20 questions).
+builds again). Sets: ``hotpotqa`` (dev500 pool; figures also for 0-249 (the bridge questions) and
+250-499 (the comparison questions)), ``musique`` (MuSiQue-100 with its corpus) and ``fixtures`` (the
+2WikiMultihopQA and HotpotQA examples of ../shared/data/fixtures in their original formats, one pool, 20 questions).
 """
 
 from __future__ import annotations
@@ -44,9 +46,9 @@ SETS = {
     "musique": [SHARED / "musique/hipporag_100.json"],
     "fixtures": [SHARED / "fixtures/wiki_example.jsonl", SHARED / "fixtures/hotpot_example.jsonl"],
 }
-# dev500 is 250 bridge questions (0-249) followed by 250 comparison questions (250-499)
-SPLITS = {"upper": (slice(250, 500), slice(0, 250)),  # the issue's protocol: tune 250-499, report 0-249
-          "odd": (slice(1, 500, 2), slice(0, 500, 2))}  # both halves hold bridges and comparisons
+# larger pools for the dev500 questions: dev500's passages plus every other local set's (about 9.6 k)
+POOLS = {"pool-mixed": [*SETS["hotpotqa"], SHARED / "musique/hipporag_100.json", SHARED / "nq/nq-open-oracle.jsonl.gz",
+                        *SETS["fixtures"]]}
 METRICS = ("recall@2", "recall@5", "recall@10", "all_gold@5", "mrr", "ndcg@10")
 
 
@@ -54,7 +56,7 @@ def load_set(name: str) -> tuple[list[Question], list]:
     """Questions and passage pool of a set (several files: pools merged, duplicates by id dropped)."""
     questions: list[Question] = []
     pool: dict[str, Any] = {}
-    for path in SETS[name]:
+    for path in SETS.get(name) or POOLS[name]:
         ds = load_dataset(path)
         questions += ds.questions
         for doc in ds.passages:
@@ -110,50 +112,142 @@ class Cached:
         return self.search_batch([query], k)[0]
 
 
-# the settings search: the new question-link weights against seed count and fusion weight; damping,
-# seed weighting, reverse_weight, entity_weight, graph_score and the first stage are held at what an
-# earlier, wider grid (without question links: 1,152 combinations) chose on the same questions
-GRID = {
-    "first_stage": ["hybrid"],
-    "seeds": [3, 5, 8],
-    "fusion_weight": [0.35, 0.5, 0.7],
-    "link_seeds": [0.0, 0.5, 1.0],
-    "link_boost": [0.0, 0.1, 0.2],
+FOLDS = 5  # question i of every set is in fold i mod 5: each fold mixes datasets and question types
+# the cross-validated search: question links, seeds and fusion weight as before, against the bridge
+# expansion (expand_hits, expand_weight, hub_damping); damping, seed weighting, reverse_weight,
+# entity_weight and graph_score stay where the first, wider search put them (docs/retrieval.md)
+GRID = {  # a first 200-combination grid (seeds 3/5, fusion_weight 0.35/0.5, link_boost 0.1/0.2) chose
+    "seeds": [3],  # seeds 3, fusion 0.5 and link_boost 0.2 on every fold: they are held here
+    "fusion_weight": [0.5],
+    "link_seeds": [1.0],
+    "link_boost": [0.2],
+    "expand": [(0, 0.0, 0.0, 0.0)] + [(m, w, h, r) for m in (2, 3, 5) for w in (0.2, 0.35, 0.5) for h in (0.0, 0.5)
+                                      for r in (0.0, 0.5)],
 }
+# the defaults before the cross-validated search (chosen on dev500 questions 250-499), for comparison
+ISSUE16 = {"expand_hits": 0, "expand_weight": 0.0, "hub_damping": 0.0, "ranker": "none"}
+CV_SETS = ("hotpotqa", "musique", "fixtures")
 
 
-def tune(work: Path, rebuild: bool, split: str) -> dict[str, Any]:
-    """Every GRID combination on the tuning part of dev500 (``split``: ``upper`` = questions 250-499,
-    ``odd`` = odd positions); best by R@5, ties (within one gold passage) broken by nDCG@10."""
-    idx, _ = ensure_index("hotpotqa", work, rebuild)
-    questions = load_set("hotpotqa")[0][SPLITS[split][0]]
-    firsts = {kind: Cached(open_retriever(idx, kind)) for kind in GRID["first_stage"]}
-    out: dict[str, Any] = {"questions": f"hotpotqa dev500, split {split!r}, {len(questions)} tuning questions",
-                           "first_stage": {kind: scores(questions, r) for kind, r in firsts.items()}, "runs": []}
-    keys = list(GRID)
+def grid_settings() -> list[dict[str, Any]]:
+    """Every GRID combination as graph retriever settings (the fused order: the ranker is trained on top)."""
+    out = []
     for values in itertools.product(*GRID.values()):
-        settings = dict(zip(keys, values, strict=True))
-        retriever = GraphRetriever(idx, firsts[settings["first_stage"]], **{k: v for k, v in settings.items() if k != "first_stage"})
-        out["runs"].append({**settings, **scores(questions, retriever)})
-    top = max(r["recall@5"] for r in out["runs"])
-    out["runs"].sort(key=lambda r: (-(r["recall@5"] >= top - 0.2), -r["ndcg@10"], -r["recall@5"]))
-    out["best"] = out["runs"][0]
-    out["runs"] = out["runs"][:25]
+        combo = dict(zip(GRID, values, strict=True))
+        m, w, h, r = combo.pop("expand")
+        out.append({**combo, "expand_hits": m, "expand_weight": w, "hub_damping": h, "expand_reverse": r,
+                    "ranker": "none"})
+    return out
+
+
+def objective(per_set: dict[str, dict[str, float]]) -> float:
+    """What the search maximises: (R@5 + R@2) / 2, averaged over the sets with equal weight."""
+    return sum((m["recall@5"] + m["recall@2"]) / 2 for m in per_set.values()) / len(per_set)
+
+
+def fold_means(records: dict[str, list[dict[str, float]]], folds: set[int]) -> dict[str, dict[str, float]]:
+    """Per set, the mean of each metric over the questions whose position mod FOLDS is in ``folds``."""
+    out = {}
+    for name, rows in records.items():
+        picked = [r for i, r in enumerate(rows) if i % FOLDS in folds]
+        out[name] = {m: round(100 * sum(r[m] for r in picked) / len(picked), 1) for m in METRICS}
+    return out
+
+
+def cross_validate(work: Path, rebuild: bool, sets: Sequence[str] = CV_SETS, ranker: bool = False,
+                   save_ranker_to: Path | None = None) -> dict[str, Any]:
+    """Settings chosen by FOLDS-fold cross-validation over folds that mix the sets and question types:
+    for each fold, the GRID combination with the best :func:`objective` on the other folds, scored on
+    the held-out fold; the held-out records of all folds give each set's figures. ``final`` is the
+    choice on all folds (the shipped defaults). With ``ranker``, each fold also trains the learned
+    ranker on the other folds (over its chosen settings, each set weighted equally) and scores it on
+    the held-out fold; ``save_ranker_to`` receives the model trained on all folds over ``final``."""
+    data = {name: (load_set(name)[0], ensure_index(name, work, rebuild)[0]) for name in sets}
+    firsts = {name: Cached(open_retriever(idx, idx.kind)) for name, (_, idx) in data.items()}
+    combos = grid_settings()
+    runs = []  # per combo: set -> per-question metric rows in question order
+    for settings in combos:
+        per_set = {}
+        for name, (questions, idx) in data.items():
+            records, _ = evaluate_retrieval(questions, GraphRetriever(idx, firsts[name], **settings), (2, 5, 10))
+            per_set[name] = [r["scores"] for r in records]
+        runs.append(per_set)
+    everything = set(range(FOLDS))
+    folds, held = [], {name: [None] * len(runs[0][name]) for name in sets}
+    for fold in range(FOLDS):
+        best = max(range(len(combos)), key=lambda c: objective(fold_means(runs[c], everything - {fold})))
+        for name in sets:
+            for i, row in enumerate(runs[best][name]):
+                if i % FOLDS == fold:
+                    held[name][i] = row
+        folds.append({"fold": fold, "chosen": combos[best], "held_out": fold_means(runs[best], {fold}),
+                      "tuning": fold_means(runs[best], everything - {fold})})
+    final = max(range(len(combos)), key=lambda c: objective(fold_means(runs[c], everything)))
+    ranked = sorted(range(len(combos)), key=lambda c: -objective(fold_means(runs[c], everything)))
+    learned = cv_ranker(data, firsts, [f["chosen"] for f in folds], combos[final], save_ranker_to) if ranker else {}
+    return {**learned, "protocol": f"{FOLDS}-fold CV, fold = question position mod {FOLDS} in every set; objective: "
+                        "(R@5 + R@2) / 2 averaged over the sets", "sets": list(sets), "combinations": len(combos),
+            "held_out": fold_means(held, everything), "folds": folds, "final": combos[final],
+            "final_all_folds": fold_means(runs[final], everything),
+            "top": [{**combos[c], "objective": round(objective(fold_means(runs[c], everything)), 2)} for c in ranked[:10]]}
+
+
+def cv_ranker(data: dict[str, tuple[list[Question], Any]], firsts: dict[str, Any], chosen: list[dict[str, Any]],
+              final: dict[str, Any], save_to: Path | None) -> dict[str, Any]:
+    """The learned ranker's held-out figures: fold f's model is trained on the other folds' candidates
+    from fold f's chosen settings, every set weighing the same; then one model on all folds over ``final``."""
+    from tandem.retrieve.ranker import LearnedRanker, save_ranker, train_ranker, training_groups
+
+    depth = int(DEFAULT_GRAPH_RETRIEVAL["rerank_depth"])
+    groups: dict[str, dict[str, list]] = {}  # settings (as JSON) -> set -> per-question groups
+    retrievers: dict[str, dict[str, GraphRetriever]] = {}
+    for settings in [*chosen, final]:
+        key = json.dumps(settings, sort_keys=True)
+        if key not in groups:
+            retrievers[key] = {name: GraphRetriever(idx, firsts[name], **settings) for name, (_, idx) in data.items()}
+            groups[key] = {name: training_groups(retrievers[key][name], data[name][0], depth) for name in data}
+
+    def train(key: str, folds: set[int]) -> Any:
+        picked = [(g, 1.0 / len(per_set)) for per_set in groups[key].values()
+                  for i, g in enumerate(per_set) if i % FOLDS in folds]
+        return train_ranker([g for g, _ in picked], [len(picked) * w for _, w in picked])
+
+    held: dict[str, list] = {name: [None] * len(groups[next(iter(groups))][name]) for name in data}
+    train_s = []
+    for fold, settings in enumerate(chosen):
+        key = json.dumps(settings, sort_keys=True)
+        start = time.perf_counter()
+        booster = train(key, set(range(FOLDS)) - {fold})
+        train_s.append(round(time.perf_counter() - start, 2))
+        for name, (questions, _) in data.items():
+            retriever = retrievers[key][name]
+            retriever.ranker = LearnedRanker(booster, depth)
+            records, _ = evaluate_retrieval(questions, retriever, (2, 5, 10))
+            retriever.ranker = None
+            for i, r in enumerate(records):
+                if i % FOLDS == fold:
+                    held[name][i] = r["scores"]
+    out: dict[str, Any] = {"ranker_held_out": fold_means(held, set(range(FOLDS))), "ranker_train_s": train_s,
+                           "ranker_folds": [fold_means(held, {fold}) for fold in range(FOLDS)]}
+    if save_to is not None:
+        save_ranker(train(json.dumps(final, sort_keys=True), set(range(FOLDS))), save_to)
+        out["ranker_saved"] = str(save_to)
     return out
 
 
 def report(work: Path, rebuild: bool, sets: Sequence[str], queries: int, settings: dict[str, Any],
            variants: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """Figures of bm25 / dense / hybrid / graph (and graph two-hop, and any named ``variants`` of the
+    """Figures of bm25 / dense / hybrid / graph (the issue-16 defaults, the fused order without the ranker,
+    the current defaults; and any named ``variants`` of the
     graph settings) on each set."""
     out: dict[str, Any] = {"graph_settings": {**DEFAULT_GRAPH_RETRIEVAL, **settings},
                            "variants": {name: {**DEFAULT_GRAPH_RETRIEVAL, **v} for name, v in variants.items()}}
     for name in sets:
         idx, times = ensure_index(name, work, rebuild)
         questions = load_set(name)[0]
-        parts = {"all": slice(None)} if name != "hotpotqa" else {
-            "all": slice(None), "0-249 (bridge)": slice(0, 250), "250-499 (comparison)": slice(250, 500),
-            "even": slice(0, 500, 2), "odd": slice(1, 500, 2)}
+        parts = {"all": slice(None), **{f"fold {f}": slice(f, None, FOLDS) for f in range(FOLDS)}}
+        if name == "hotpotqa":  # dev500 is 250 bridge questions (0-249) followed by 250 comparison questions
+            parts.update({"0-249 (bridge)": slice(0, 250), "250-499 (comparison)": slice(250, 500)})
         graph = idx.manifest.params["graph"]
         start = time.perf_counter()
         GraphExtra(**{k: graph[k] for k in DEFAULT_GRAPH})(idx.store)  # the graph's share of a build
@@ -163,8 +257,9 @@ def report(work: Path, rebuild: bool, sets: Sequence[str], queries: int, setting
                                  "graph_bytes": sum((idx.folder / "extras" / f"{n}.npy").stat().st_size
                                                     for n in idx.manifest.extras if n.startswith("graph_"))}
         kinds: dict[str, tuple[str, dict[str, Any]]] = {
-            "bm25": ("bm25", {}), "dense": ("dense", {}), "hybrid": ("hybrid", {}), "graph": ("graph", settings),
-            "graph two-hop": ("graph", {**settings, "two_hop": True}),
+            "bm25": ("bm25", {}), "dense": ("dense", {}), "hybrid": ("hybrid", {}),
+            "graph (before: issue 16 defaults)": ("graph", {**ISSUE16, **settings}),
+            "graph ranker=none": ("graph", {**settings, "ranker": "none"}), "graph": ("graph", settings),
             **{f"graph {label}": ("graph", options) for label, options in variants.items()},
         }
         for label, (kind, options) in kinds.items():
@@ -178,6 +273,23 @@ def report(work: Path, rebuild: bool, sets: Sequence[str], queries: int, setting
                 stage = GraphRetriever(idx, first, dense=retriever.dense, **retriever.settings)
                 entry[label].update({f"graph_stage_{k}": v for k, v in latency_ms(stage, timed).items()})
         entry["load_average"] = [round(x, 2) for x in os.getloadavg()]  # contention inflates the latencies
+        out[name] = entry
+    return out
+
+
+def pool_sizes(work: Path, rebuild: bool, queries: int) -> dict[str, Any]:
+    """How the dev500 figures move with the pool: dev500's own pool, then each POOLS pool (other sets'
+    passages added as distractors); hybrid, graph without the ranker, graph with the defaults."""
+    questions = load_set("hotpotqa")[0]
+    out: dict[str, Any] = {}
+    for name in ["hotpotqa", *POOLS]:
+        idx, times = ensure_index(name, work, rebuild)
+        entry: dict[str, Any] = {"passages": idx.manifest.doc_count, **times}
+        for label, kind, options in (("hybrid", "hybrid", {}), ("graph ranker=none", "graph", {"ranker": "none"}),
+                                     ("graph", "graph", {})):
+            retriever = open_retriever(idx, kind, **options)
+            entry[label] = {**scores(questions, retriever), **latency_ms(retriever, [q.text for q in questions[:queries]])}
+        entry["load_average"] = [round(x, 2) for x in os.getloadavg()]
         out[name] = entry
     return out
 
@@ -217,7 +329,7 @@ def methods(runs: Sequence[Path]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=("tune", "report", "latency", "methods"))
+    parser.add_argument("mode", choices=("cv", "report", "pools", "latency", "methods"))
     parser.add_argument("--runs", nargs="+", type=Path, default=[], help="methods: tandem eval qa run folders")
     parser.add_argument("--work", type=Path, default=Path("indexes/bench-graph"))
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
@@ -226,15 +338,20 @@ def main() -> None:
     parser.add_argument("--set", dest="settings", action="append", default=[], help="graph retriever KEY=VALUE")
     parser.add_argument("--variant", nargs=2, action="append", default=[], metavar=("LABEL", "JSON"),
                         help="report: also a graph retriever with these settings (a JSON object)")
-    parser.add_argument("--split", choices=list(SPLITS), default="upper", help="tune: which dev500 questions tune")
+    parser.add_argument("--ranker", action="store_true", help="cv: also cross-validate the learned ranker")
+    parser.add_argument("--save-ranker", type=Path, help="cv: write the ranker trained on all folds here "
+                                                           "(src/tandem/retrieve/graph_ranker.txt ships)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="latency: wall time or process CPU time")
     args = parser.parse_args()
     offline_env()
     settings = {k: json.loads(v) if v[:1].isdigit() or v in ("true", "false") else v
                 for k, _, v in (s.partition("=") for s in args.settings)}
     variants = {label: json.loads(options) for label, options in args.variant}
-    if args.mode == "tune":
-        result = tune(args.work, args.rebuild, args.split)
+    if args.mode == "cv":
+        result = cross_validate(args.work, args.rebuild, ranker=args.ranker or args.save_ranker is not None,
+                                save_ranker_to=args.save_ranker)
+    elif args.mode == "pools":
+        result = pool_sizes(args.work, args.rebuild, args.queries)
     elif args.mode == "methods":
         result = methods(args.runs)
     elif args.mode == "latency":

@@ -74,10 +74,12 @@ def load_role_llms(llm: LLM, specs: Mapping[str, str]) -> dict[str, LLM]:
 
 
 def dense_search(parts: Parts, search: Search) -> Search:
-    """The index's dense part as the search (DualRAG's keywords, CoopRAG's first stage), when it has one."""
+    """The index's dense part as the search (DualRAG's keywords, CoopRAG's first stage), when it has one and
+    the search is the index's own kind; another retriever (``--retriever graph``, bm25 on a hybrid index) stays."""
     from tandem.retrieve.dense import DenseRetriever
 
-    if parts.index is None or not parts.index.has("dense") or search.retriever.name == "dense":
+    index = parts.index
+    if index is None or not index.has("dense") or index.kind == "dense" or search.retriever.name != index.kind:
         return search
     return Search(DenseRetriever(parts.index), search.store)
 

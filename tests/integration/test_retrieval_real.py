@@ -12,7 +12,10 @@ from tandem.index.graph import GraphExtra
 from tandem.retrieve import open_retriever
 
 pytestmark = pytest.mark.integration
-GRAPH_FLOOR = 0.90  # measured 0.912 with the default settings (docs/retrieval.md)
+# the held-out figures of the 5-fold cross-validation (docs/retrieval.md), a point below: HotpotQA R@5 95.1,
+# R@2 85.2; MuSiQue-100 R@5 67.2 (the shipped ranker saw these questions, so the whole sets score higher)
+GRAPH_FLOOR = {"recall@5": 0.94, "recall@2": 0.84}
+MUSIQUE_FLOOR = 0.66
 
 
 @pytest.fixture(scope="module")
@@ -33,15 +36,25 @@ def test_dev500_pool_recall_at_5(dev500, kind, floor):
 
 
 def test_dev500_pool_graph_retriever(dev500):
-    """Personalized PageRank over the passage graph, settings from docs/retrieval.md: the floor on all 500
+    """The graph retriever with its defaults (PageRank, bridge expansion, learned ranker): the floors on all 500
     questions, and it must beat hybrid on the bridge questions (0-249, by following mentions) and on the
     comparison questions (250-499, by the passages the question names)."""
     ds, idx = dev500
     _, graph = evaluate_retrieval(ds.questions, open_retriever(idx, "graph"), (2, 5, 10))
-    assert graph["recall@5"] >= GRAPH_FLOOR, graph
+    assert all(graph[m] >= floor for m, floor in GRAPH_FLOOR.items()), graph
     bridge, comparison = ds.questions[:250], ds.questions[250:]
     hybrid = open_retriever(idx, "hybrid")
     for part, margin in ((bridge, 0.05), (comparison, 0.03)):
         _, g = evaluate_retrieval(part, open_retriever(idx, "graph"), (5,))
         _, h = evaluate_retrieval(part, hybrid, (5,))
         assert g["recall@5"] >= h["recall@5"] + margin, (g, h)
+
+
+def test_musique_graph_retriever(tmp_path):
+    """MuSiQue-100 over its own 1,890-passage corpus: the graph retriever's floor, above hybrid."""
+    ds = load_dataset(shared("musique/hipporag_100.json"))
+    build_index(ds.passages, tmp_path / "musique", kind="hybrid", extras=[GraphExtra()])
+    idx = open_index(tmp_path / "musique", corpus=ds.passages, encoder="minilm")
+    _, graph = evaluate_retrieval(ds.questions, open_retriever(idx, "graph"), (2, 5, 10))
+    _, hybrid = evaluate_retrieval(ds.questions, open_retriever(idx, "hybrid"), (2, 5, 10))
+    assert graph["recall@5"] >= MUSIQUE_FLOOR and graph["recall@5"] > hybrid["recall@5"], (graph, hybrid)

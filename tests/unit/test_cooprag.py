@@ -172,3 +172,14 @@ def test_registered_and_built_from_settings(small_docs, tmp_path):
         build_method("cooprag", FakeLLM(), search, reranker="none", query="q+x")
     with pytest.raises(ConfigError):
         build_method("cooprag", FakeLLM(), search, reranker="cross")
+
+
+def test_an_explicit_retriever_is_honoured(small_docs, tmp_path):
+    """first_stage=dense replaces only the index's own kind: --retriever bm25 (or graph) on a hybrid index stays."""
+    build_index(small_docs, tmp_path / "idx", kind="hybrid", encoder=HashingEncoder())
+    idx = open_index(tmp_path / "idx")
+    idx.__dict__["encoder"] = HashingEncoder()
+    for kind, used in (("hybrid", "dense"), ("bm25", "bm25")):
+        search = Search(open_retriever(idx, kind), idx.store)
+        method = build_method("cooprag", FakeLLM(), search, reranker="none", k=2)
+        assert method.search.retriever.name == used

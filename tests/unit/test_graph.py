@@ -91,6 +91,9 @@ BRIDGE_DOCS = [
 ]
 
 
+FUSED_ONLY = {"expand_weight": 0.0, "ranker": "none"}  # the PageRank fusion alone, as before the expansion
+
+
 class FixedFirstStage:
     """A first stage that returns the same ranking for every query: the film, then the distractors."""
 
@@ -114,8 +117,9 @@ def test_graph_retriever_ranks_the_bridge_passage_up(tmp_path):
     ranked = [h.doc_id for h in hits]
     assert ranked[0] == "q1" and "bridge" in ranked[:3]
     assert all(h.source == "graph" for h in hits) and [h.rank for h in hits] == [1, 2, 3, 4, 5]
-    # fusion_weight 0 without the link boost is the first stage again
-    assert [h.doc_id for h in GraphRetriever(idx, FixedFirstStage(), fusion_weight=0.0, link_boost=0.0).search(query, 8)] == first
+    # fusion_weight 0 without the link boost, the expansion and the ranker is the first stage again
+    plain = GraphRetriever(idx, FixedFirstStage(), fusion_weight=0.0, link_boost=0.0, **FUSED_ONLY)
+    assert [h.doc_id for h in plain.search(query, 8)] == first
 
 
 def test_graph_retriever_through_open_retriever_with_bm25_first_stage(tmp_path):
@@ -189,6 +193,23 @@ def test_every_method_can_search_through_the_graph(tmp_path):
     assert answer.trace.steps[0].hits and all(h.source == "graph" for h in answer.trace.steps[0].hits)
 
 
+def test_methods_that_prefer_the_dense_part_keep_an_explicit_graph_retriever(tmp_path):
+    """DualRAG's keyword search and CoopRAG's first stage replace the index's own kind by its dense part
+    (the papers' setting), but keep a retriever chosen otherwise: --retriever graph is what they search."""
+    from tandem.methods import Search, build_method
+    from tandem.testing.encoders import HashingEncoder
+    from tandem.testing.fake_llm import FakeLLM
+
+    build_index(BRIDGE_DOCS, tmp_path / "idx", kind="hybrid", encoder=HashingEncoder(), extras=[GraphExtra(max_df=1.0)])
+    idx = open_index(tmp_path / "idx")
+    idx.__dict__["encoder"] = HashingEncoder()
+    for method in ("dualrag", "cooprag"):
+        graph = build_method(method, FakeLLM(), Search(open_retriever(idx, "graph"), idx.store), reranker="none")
+        assert graph.search.retriever.name == "graph"
+        own = build_method(method, FakeLLM(), Search(open_retriever(idx), idx.store), reranker="none")
+        assert own.search.retriever.name == "dense"
+
+
 def test_title_linker_finds_the_passages_a_question_names():
     titles = ["Scott Derrickson", "Ed Wood", "Ed Wood (film)", "Edward Woodward", "Doctor Strange (2016 film)", "UK"]
     linker = TitleLinker(titles)
@@ -219,9 +240,9 @@ def test_passages_the_question_names_are_seeded_and_boosted(tmp_path, links):
     build_index(COMPARISON_DOCS, tmp_path / "idx", kind="bm25", extras=[GraphExtra(max_df=1.0)])
     idx = open_index(tmp_path / "idx")
     query = "Were Scott Derrickson and Ed Wood of the same nationality?"
-    plain = GraphRetriever(idx, ComparisonFirstStage(), seeds=2, link_seeds=0.0, link_boost=0.0).search(query, 7)
+    plain = GraphRetriever(idx, ComparisonFirstStage(), seeds=2, link_seeds=0.0, link_boost=0.0, **FUSED_ONLY).search(query, 7)
     assert [h.doc_id for h in plain].index("wood") >= 5
-    settings = {"seeds": 2, "link_seeds": 0.0, "link_boost": 0.0, **links}
+    settings = {"seeds": 2, "link_seeds": 0.0, "link_boost": 0.0, **FUSED_ONLY, **links}
     linked = GraphRetriever(idx, ComparisonFirstStage(), **settings).search(query, 7)
     assert {h.doc_id for h in linked[:2]} == {"derrickson", "wood"}
     # a question that names nothing is ranked as without links
@@ -230,3 +251,34 @@ def test_passages_the_question_names_are_seeded_and_boosted(tmp_path, links):
     assert [h.doc_id for h in same] == [h.doc_id for h in plain]
     with pytest.raises(ConfigError, match="link_seeds and link_boost must be >= 0"):
         GraphRetriever(idx, ComparisonFirstStage(), link_boost=-0.1)
+
+
+def test_bridge_expansion_lifts_the_passages_the_top_hits_name(tmp_path):
+    """expand_hits: the passages whose title a top first-stage hit mentions gain expand_weight / rank, damped by
+    the hit's out-degree; with the graph term off, nothing else moves."""
+    build_index(BRIDGE_DOCS, tmp_path / "idx", kind="bm25", extras=[GraphExtra(max_df=1.0, entities=False)])
+    idx = open_index(tmp_path / "idx")
+    query = "What position did the woman who played Corliss Archer hold?"
+    off = {"fusion_weight": 0.0, "link_boost": 0.0, "link_seeds": 0.0, "ranker": "none"}
+    plain = GraphRetriever(idx, FixedFirstStage(), **off, expand_weight=0.0).search(query, 8)
+    assert plain[-1].doc_id == "bridge"
+    expanded = GraphRetriever(idx, FixedFirstStage(), **off, expand_hits=1, expand_weight=0.5).search(query, 8)
+    assert [h.doc_id for h in expanded][:2] == ["q1", "bridge"]
+    assert expanded[1].score - plain[-1].score == pytest.approx(0.5, abs=1e-6)  # rank-1 parent: the whole weight
+    # the film names only the bridge (out-degree 1), so hub damping leaves it; a hit at rank 2 gives half
+    damped = GraphRetriever(idx, FixedFirstStage(), **off, expand_hits=1, expand_weight=0.5, hub_damping=1.0)
+    assert [h.doc_id for h in damped.search(query, 8)] == [h.doc_id for h in expanded]
+    with pytest.raises(ConfigError, match="expand_hits, expand_weight, hub_damping, expand_reverse must be >= 0"):
+        GraphRetriever(idx, FixedFirstStage(), expand_weight=-1.0)
+
+
+def test_expansion_matrix_spreads_a_hubs_vote():
+    from scipy import sparse
+
+    from tandem.retrieve.graph import expansion_matrix
+
+    mention = sparse.csr_matrix(np.array([[0, 1, 1, 1], [0, 0, 1, 0], [0, 0, 0, 0], [0, 0, 0, 0]], np.float32))
+    parents = np.array([[1.0], [1.0], [0.0], [0.0]], np.float32)
+    assert (expansion_matrix(mention, 0.0) @ parents).ravel().tolist() == [0.0, 1.0, 2.0, 1.0]
+    damped = (expansion_matrix(mention, 1.0) @ parents).ravel()
+    assert damped == pytest.approx([0.0, 1 / 3, 1 / 3 + 1.0, 1 / 3])

@@ -132,7 +132,8 @@ class CoopRAG:
 @METHODS.register("cooprag", settings=CoopRAGSettings, needs=("index",))
 def build(parts: Parts, s: CoopRAGSettings) -> CoopRAG:
     """RaLa from the index's stored features (``--extras rala``) or computed at query time; the first stage
-    is the index's dense part (sharing RaLa's forward pass) unless ``first_stage="index"``."""
+    is the index's dense part (sharing RaLa's forward pass) unless ``first_stage="index"`` or the search is
+    another retriever than the index's own kind (``--retriever graph``, bm25 on a hybrid index: honoured)."""
     from tandem.rerank.rala import SharedDenseRetriever, open_rala
 
     search = parts.need_search("cooprag")
@@ -143,7 +144,7 @@ def build(parts: Parts, s: CoopRAGSettings) -> CoopRAG:
             raise ConfigError("RaLa needs the index behind the retriever: build the method with its index")
         rala = open_rala(index, encoder=s.encoder, layers=tuple(s.layers), cls=s.cls, omega=s.omega,
                          variant=s.variant, fuse=s.fuse)
-    if s.first_stage == "dense":
+    if s.first_stage == "dense" and (index is None or search.retriever.name in (index.kind, "dense")):
         if index is None or not index.has("dense"):
             raise ConfigError("CoopRAG's first stage is dense: give a dense or hybrid index, or set first_stage=index")
         if rala is not None and SharedDenseRetriever.compatible(index, rala.encoder):

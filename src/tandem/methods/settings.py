@@ -86,7 +86,9 @@ class DualRAGSettings(RerankSettings):
                                   "reranker_model (the paper's bge-reranker-v2-m3); none: the ablation", json_schema_extra=SERVER_ONLY)
     keyword_retriever: Literal["dense", "index"] = Field("dense", description="dense: the index's dense part even "
                                                                               "on a hybrid index; index: its own "
-                                                                              "retriever", json_schema_extra=SERVER_ONLY)
+                                                                              "retriever; a --retriever other than "
+                                                                              "the index's kind (graph, bm25 on a "
+                                                                              "hybrid index) is searched either way", json_schema_extra=SERVER_ONLY)
     use_reasoner: bool = Field(True, description="false = ablation 'w/o R' (IRCoT-style sentences)")
     use_entity_identifier: bool = Field(True, description="false = ablation 'w/o EI' (the thought is the query)")
     use_outline: bool = Field(True, description="false = ablation 'w/o KO' (raw documents, no summaries)")
@@ -131,7 +133,9 @@ class CoopRAGSettings(Settings):
     reranker: Literal["rala", "none"] = Field("rala", description="rala: layer-contrast reranking; none: first-stage "
                                                                  "top-k", json_schema_extra=SERVER_ONLY)
     first_stage: Literal["dense", "index"] = Field("dense", description="dense: the index's dense part (the paper); "
-                                                                        "index: its own retriever", json_schema_extra=SERVER_ONLY)
+                                                                        "index: its own retriever; a --retriever "
+                                                                        "other than the index's kind (graph, bm25 on "
+                                                                        "a hybrid index) is searched either way", json_schema_extra=SERVER_ONLY)
     encoder: str | None = Field(None, description="RaLa's model when it differs from the index's", json_schema_extra=SERVER_ONLY)
     layers: list[int] = Field([3], min_length=1, description="RaLa's early layers C", json_schema_extra=SERVER_ONLY)
     cls: Literal["mean", "cls"] = Field("mean", description="sentence vector per layer: mean pooling or [CLS]", json_schema_extra=SERVER_ONLY)

@@ -62,6 +62,17 @@ class GraphSettings(Settings):
     two_hop: bool = Field(_G["two_hop"], description="second-hop queries 'question + passage' (needs a dense part)")
     hop_passages: int = Field(_G["hop_passages"], ge=1, description="passages that each give a second-hop query")
     hop_weight: float = Field(_G["hop_weight"], ge=0.0, description="weight of the second-hop rankings in RRF")
+    expand_hits: int = Field(_G["expand_hits"], ge=0, description="top first-stage passages whose mentioned titles "
+                                                                  "get the bridge bonus (0 = off)")
+    expand_weight: float = Field(_G["expand_weight"], ge=0.0, description="bridge bonus of a passage mentioned by the "
+                                                                          "rank-r hit: expand_weight / r / outdeg^hub_damping")
+    hub_damping: float = Field(_G["hub_damping"], ge=0.0, description="how much a hit mentioning many titles spreads "
+                                                                      "its vote thinner")
+    expand_reverse: float = Field(_G["expand_reverse"], ge=0.0, description="share of the bonus for passages that "
+                                                                            "mention a top hit's title")
+    ranker: str = Field(_G["ranker"], description="learned re-ordering of the top rerank_depth: learned-v1 (shipped), "
+                                                  "learned, a model file's path, or none")
+    rerank_depth: int = Field(_G["rerank_depth"], ge=1, description="passages the learned ranker re-orders")
 
     @model_validator(mode="after")
     def _depth_covers_seeds(self) -> Self:

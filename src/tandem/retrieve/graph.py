@@ -21,14 +21,25 @@ passage graph of :mod:`tandem.index.graph` (no LLM-extracted triples):
    with ``"propagated"``, only the mass that reached each passage over edges, x - (1 - d) s (how
    strongly a passage is connected to the seeds, their own relevance being in the first-stage term);
 5. the final score fuses both: (1 - ``fusion_weight``) * first / max(first) + ``fusion_weight`` * g / max(g),
-   plus ``link_boost`` for each passage the question names.
+   plus ``link_boost`` for each passage the question names;
+6. bridge expansion: each of the top ``expand_hits`` first-stage passages p (rank r) adds
+   ``expand_weight`` / r / outdeg(p) ** ``hub_damping`` to every passage whose title p mentions (the
+   second hop of a bridge question is about an entity the first hop names; a passage naming many
+   titles spreads its vote thinner); with ``expand_reverse`` > 0, every passage that mentions p's title
+   also gains ``expand_reverse`` * ``expand_weight`` / r / indeg(p) ** ``hub_damping`` (the film whose
+   text names the actor found first);
+7. with ``ranker`` = ``"learned-v1"`` (the shipped LightGBM LambdaRank model and its version,
+   :mod:`tandem.retrieve.ranker`; ``"learned"`` is the shipped one, whatever its version) or a model file's path, the top ``rerank_depth`` passages of the fused score are re-ordered by the
+   model over these signals; ``"none"`` keeps the fused order.
 
-Defaults were chosen on HotpotQA dev500 questions 250-499 only (docs/retrieval.md).
+Defaults were chosen by 5-fold cross-validation over folds mixing HotpotQA dev500, MuSiQue-100 and the
+2Wiki/HotpotQA fixtures (``benchmarks/graph_retrieval.py cv``; docs/retrieval.md).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,12 +49,14 @@ from tandem.errors import ConfigError
 from tandem.index.build import Index
 from tandem.index.graph import DEFAULT_GRAPH, EXTRA_PREFIX, GRAPH_ARRAYS, TitleLinker, load_graph
 from tandem.retrieve.base import Retriever
+from tandem.retrieve.dense import DenseRetriever
 from tandem.retrieve.hybrid import rrf_scores
+from tandem.retrieve.ranker import SHIPPED_NAME, BridgeFeatures, LearnedRanker
 from tandem.types import Hit
 
 SEED_WEIGHTINGS = ("score", "rank")
 GRAPH_SCORES = ("propagated", "ppr")
-DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen on dev500 questions 250-499 (docs/retrieval.md)
+DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen by 5-fold cross-validation (docs/retrieval.md)
     "seeds": 3,
     "damping": 0.5,
     "iterations": 20,
@@ -58,6 +71,12 @@ DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen on dev500 questions 250-49
     "two_hop": False,
     "hop_passages": 3,
     "hop_weight": 1.0,
+    "expand_hits": 2,
+    "expand_weight": 0.35,
+    "hub_damping": 0.5,
+    "expand_reverse": 0.0,
+    "ranker": SHIPPED_NAME,  # "learned-v1": the shipped model and its version, recorded in each run's config
+    "rerank_depth": 30,
 }
 
 
@@ -88,6 +107,59 @@ def personalized_pagerank(p_t: sparse.csr_matrix, seeds: np.ndarray, dangling: n
     return x
 
 
+def expansion_matrix(mention: sparse.csr_matrix, hub_damping: float) -> sparse.csr_matrix:
+    """E (n, n) with E[j, i] = 1 / outdeg(i) ** ``hub_damping`` for each mention edge i -> j: ``E @ w`` gives
+    each passage the damped weights of the passages that name it."""
+    binary = (mention > 0).astype(np.float32)
+    out_degree = np.asarray(binary.sum(axis=1)).ravel()
+    scale = np.power(np.maximum(out_degree, 1.0), -hub_damping).astype(np.float32)
+    return (sparse.diags(scale) @ binary).T.tocsr()
+
+
+class LastBatchEncoder:
+    """An encoder that remembers its last batch: the ranker's query vectors are the first stage's."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.last = inner, ((), None)
+
+    def encode(self, texts: Sequence[str], **options: Any) -> np.ndarray:
+        texts = tuple(texts)
+        last = self.last  # one read: another thread may replace it
+        if last[0] != texts or last[1] is None:
+            last = (texts, self.inner.encode(list(texts), **options))
+            self.last = last
+        return last[1]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def share_query_vectors(first: Any) -> LastBatchEncoder | None:
+    """Wrap the encoder of the first stage's dense part (itself, or a hybrid's) so that the query vectors
+    it computes are read again without a second encoding; None when it has no dense part."""
+    for part in [first, *getattr(first, "retrievers", [])]:
+        if isinstance(part, DenseRetriever):
+            if not isinstance(part.encoder, LastBatchEncoder):
+                part.encoder = LastBatchEncoder(part.encoder)
+            return part.encoder
+    return None
+
+
+@dataclass(frozen=True)
+class Signals:
+    """The graph retriever's per-passage signals for a batch, each (n passages, batch) float32: the
+    first-stage score (min-max, scaled to max 1) and 1 / its rank, the graph score (scaled to max 1), the
+    question's title links (0/1), the bridge expansion before ``expand_weight``, and the fused score."""
+
+    first: np.ndarray
+    first_rank: np.ndarray
+    graph: np.ndarray
+    linked: np.ndarray
+    expanded: np.ndarray
+    fused: np.ndarray
+    query_vectors: np.ndarray | None = None  # (batch, dim), for the learned ranker on a dense index
+
+
 class GraphRetriever:
     """First stage -> seeds -> personalized PageRank over the passage graph -> fused ranking."""
 
@@ -108,6 +180,11 @@ class GraphRetriever:
             raise ConfigError(f"fusion_weight must be in [0, 1], got {s['fusion_weight']}")
         if float(s["link_seeds"]) < 0 or float(s["link_boost"]) < 0:
             raise ConfigError(f"link_seeds and link_boost must be >= 0, got {s['link_seeds']}, {s['link_boost']}")
+        expansion = ("expand_hits", "expand_weight", "hub_damping", "expand_reverse")
+        if any(float(s[key]) < 0 for key in expansion):
+            raise ConfigError(f"{', '.join(expansion)} must be >= 0, got {[s[key] for key in expansion]}")
+        if int(s["rerank_depth"]) < 1:
+            raise ConfigError(f"rerank_depth must be >= 1, got {s['rerank_depth']}")
         if int(s["seeds"]) < 1 or int(s["iterations"]) < 0 or int(s["depth"]) < int(s["seeds"]):
             raise ConfigError(f"need seeds >= 1, iterations >= 0 and depth >= seeds, got {s}")
         if s["two_hop"] and dense is None:
@@ -118,11 +195,21 @@ class GraphRetriever:
         self.doc_ids = index.store.ids
         self.row_of = index.store.index_of
         arrays = {name[len(EXTRA_PREFIX) + 1:]: index.extra(name) for name in GRAPH_ARRAYS}
-        p = transition_matrix(load_graph(arrays, len(self.doc_ids)), float(s["reverse_weight"]), float(s["entity_weight"]))
+        graphs = load_graph(arrays, len(self.doc_ids))
+        p = transition_matrix(graphs, float(s["reverse_weight"]), float(s["entity_weight"]))
+        self.expansion = expansion_matrix(graphs["mention"], float(s["hub_damping"]))
+        titles = [d.title for d in index.store.docs]
+        rows = index.faiss.exact_rows() if index.has("dense") else None
+        self.query_encoder = share_query_vectors(first) or index.encoder if rows is not None else None
+        self.features = BridgeFeatures(graphs["mention"], titles, rows)
+        self.ranker = None if s["ranker"] == "none" else LearnedRanker.open(str(s["ranker"]), int(s["rerank_depth"]))
+        if float(s["expand_reverse"]):
+            reverse = expansion_matrix(graphs["mention"].T.tocsr(), float(s["hub_damping"]))
+            self.expansion = (self.expansion + float(s["expand_reverse"]) * reverse).tocsr()
         self.p_t = p.T.tocsr()
         self.dangling = np.asarray(p.sum(axis=1)).ravel() == 0
         min_chars = index.manifest.params.get(EXTRA_PREFIX, {}).get("min_alias_chars", DEFAULT_GRAPH["min_alias_chars"])
-        self.linker = TitleLinker([d.title for d in index.store.docs], int(min_chars))
+        self.linker = TitleLinker(titles, int(min_chars))
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         return self.search_batch([query], k)[0]
@@ -130,16 +217,26 @@ class GraphRetriever:
     def search_batch(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
         if not queries:
             return []
+        signals = self.signals(queries, k)
+        if self.ranker is not None:
+            return [self._hits(rows, scores) for rows, scores in self.ranker.rank(self, signals, queries, k)]
+        return [self._top(signals.fused[:, col], k) for col in range(len(queries))]
+
+    def signals(self, queries: Sequence[str], k: int = 10, with_vectors: bool | None = None) -> Signals:
+        """Every per-passage signal of a batch of queries (columns), the fused score among them; the query
+        vectors too when ``with_vectors`` (default: when the learned ranker is on) and the index is dense."""
         s = self.settings
         firsts = self.first.search_batch(queries, max(int(s["depth"]), k))
         if s["two_hop"]:
             firsts = self._two_hop(queries, firsts, max(int(s["depth"]), k))
         n, batch = len(self.doc_ids), len(queries)
         first = np.zeros((n, batch), dtype=np.float32)
+        first_rank = np.zeros((n, batch), dtype=np.float32)  # 1 / first-stage rank, 0 outside the list
         seeds = np.zeros((n, batch), dtype=np.float32)
         linked = np.zeros((n, batch), dtype=np.float32)
         for col, query in enumerate(queries):
             linked[self.linker.rows(query), col] = 1.0
+        parents = np.zeros((n, batch), dtype=np.float32)  # top first-stage rows, weighted 1 / rank
         for col, hits in enumerate(firsts):
             if not hits:
                 continue
@@ -148,6 +245,8 @@ class GraphRetriever:
             norm = (scores - lo) / span + 1e-3  # the last of the list keeps a little weight
             rows = np.array([self.row_of[h.doc_id] for h in hits])
             first[rows, col] = norm
+            first_rank[rows, col] = 1.0 / np.arange(1, len(rows) + 1, dtype=np.float32)
+            parents[rows[:int(s["expand_hits"])], col] = first_rank[rows[:int(s["expand_hits"])], col]
             top = min(int(s["seeds"]), len(hits))
             weight = norm[:top] if s["seed_weighting"] == "score" else 1.0 / np.arange(1, top + 1, dtype=np.float32)
             seeds[rows[:top], col] = weight / weight.sum()
@@ -158,10 +257,20 @@ class GraphRetriever:
         graph = personalized_pagerank(self.p_t, seeds, self.dangling, damping, int(s["iterations"]))
         if s["graph_score"] == "propagated":
             graph = np.maximum(graph - (1.0 - damping) * seeds, 0.0)
+        first /= np.maximum(first.max(axis=0, keepdims=True), 1e-12)
+        graph /= np.maximum(graph.max(axis=0, keepdims=True), 1e-12)
         lam = float(s["fusion_weight"])
-        fused = (1.0 - lam) * first / np.maximum(first.max(axis=0, keepdims=True), 1e-12) \
-            + lam * graph / np.maximum(graph.max(axis=0, keepdims=True), 1e-12) + float(s["link_boost"]) * linked
-        return [self._top(fused[:, col], k) for col in range(batch)]
+        fused = (1.0 - lam) * first + lam * graph + float(s["link_boost"]) * linked
+        expanded = self.expansion @ parents
+        if s["expand_weight"]:
+            fused += float(s["expand_weight"]) * expanded
+        with_vectors = self.ranker is not None if with_vectors is None else with_vectors
+        vectors = self.query_encoder.encode(list(queries)) if with_vectors and self.query_encoder else None
+        return Signals(first, first_rank, graph, linked, expanded, fused, vectors)
+
+    def _hits(self, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
+        return [Hit(self.doc_ids[row], float(score), rank, self.name)
+                for rank, (row, score) in enumerate(zip(rows.tolist(), scores.tolist(), strict=True), 1)]
 
     def _top(self, scores: np.ndarray, k: int) -> list[Hit]:
         k = min(k, int((scores > 0).sum()))

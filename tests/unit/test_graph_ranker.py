@@ -1,0 +1,121 @@
+"""The graph retriever's learned ranker: features, training, the model file, and its use in search."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tests.unit.test_graph import BRIDGE_DOCS, FixedFirstStage
+
+from tandem.errors import ConfigError
+from tandem.index import build_index, open_index
+from tandem.index.graph import GraphExtra
+from tandem.retrieve.graph import DEFAULT_GRAPH_RETRIEVAL, GraphRetriever
+from tandem.retrieve.ranker import (
+    FEATURES,
+    HEADER,
+    SHIPPED,
+    LearnedRanker,
+    candidate_rows,
+    save_ranker,
+    train_ranker,
+    training_groups,
+)
+from tandem.types import Question
+
+QUERY = "What position did the woman who played Corliss Archer hold?"
+
+
+@pytest.fixture
+def bridge_index(tmp_path):
+    build_index(BRIDGE_DOCS, tmp_path / "idx", kind="bm25", extras=[GraphExtra(max_df=1.0, entities=False)])
+    return open_index(tmp_path / "idx")
+
+
+def test_features_describe_each_candidate(bridge_index):
+    g = GraphRetriever(bridge_index, FixedFirstStage(), ranker="none")
+    signals = g.signals([QUERY], 10)
+    rows = candidate_rows(signals.fused[:, 0], 30)
+    assert len(rows) == len(BRIDGE_DOCS) and rows[0] == g.row_of["q1"]
+    x = g.features.matrix(signals, 0, rows, QUERY)
+    assert x.shape == (len(rows), len(FEATURES))
+    col = {name: i for i, name in enumerate(FEATURES)}
+    bridge = list(rows).index(g.row_of["bridge"])
+    assert x[bridge, col["named_by_top"]] == pytest.approx(1.0)  # the rank-1 hit (the film) names her
+    assert x[0, col["names_top"]] == 0.0  # the film names only her, and she is 8th
+    assert x[0, col["first_rank"]] == 1.0 and x[bridge, col["first_rank"]] == pytest.approx(1 / 8)
+    story = list(rows).index(g.row_of["n0"])
+    assert x[story, col["title_in_question"]] == pytest.approx(2 / 4)  # "corliss archer" of "corliss archer story 0"
+
+
+def test_a_trained_ranker_learns_the_bridge_and_round_trips(bridge_index, tmp_path):
+    """Trained on questions whose gold is the film and the passage it names, the model ranks both on top
+    though the first stage puts that passage last; the saved model loads with its header checked."""
+    off = {"fusion_weight": 0.0, "link_boost": 0.0, "link_seeds": 0.0, "expand_weight": 0.0}  # the first stage's order
+    g = GraphRetriever(bridge_index, FixedFirstStage(), ranker="none", **off)
+    assert [h.doc_id for h in g.search(QUERY, 8)][-1] == "bridge"
+    questions = [Question(f"q{i}", f"{QUERY} {i}", ("x",), gold_doc_ids=("q1", "bridge")) for i in range(40)]
+    groups = training_groups(g, questions, 30)
+    assert all(y.sum() == 2 for _, y in groups)
+    booster = train_ranker(groups, rounds=20)
+    save_ranker(booster, tmp_path / "model.txt")
+    assert (tmp_path / "model.txt").read_text().startswith(HEADER)
+    g.ranker = LearnedRanker.load(tmp_path / "model.txt", 30)
+    hits = g.search(QUERY, 3)
+    assert {h.doc_id for h in hits[:2]} == {"q1", "bridge"} and [h.rank for h in hits] == [1, 2, 3]
+    with pytest.raises(ConfigError, match="no training question has a gold passage"):
+        train_ranker([(np.zeros((3, len(FEATURES)), np.float32), np.zeros(3, np.float32))])
+
+
+def test_ranker_settings_and_bad_model_files(bridge_index, tmp_path):
+    assert SHIPPED.is_file() and DEFAULT_GRAPH_RETRIEVAL["ranker"] == "learned-v1"
+    shipped = GraphRetriever(bridge_index, FixedFirstStage())  # the defaults load the shipped model
+    assert shipped.ranker is not None and len(shipped.search(QUERY, 5)) == 5
+    bad = tmp_path / "bad.txt"
+    bad.write_text("tree\nversion=v4\n")
+    with pytest.raises(ConfigError, match=r"bad.txt:1: not a tandem graph ranker v1 model"):
+        GraphRetriever(bridge_index, FixedFirstStage(), ranker=str(bad))
+    with pytest.raises(ConfigError, match="does not exist"):
+        GraphRetriever(bridge_index, FixedFirstStage(), ranker=str(tmp_path / "missing.txt"))
+    with pytest.raises(ConfigError, match="graph ranker 'learned-v0' is not shipped here: this tandem ships 'learned-v1'"):
+        GraphRetriever(bridge_index, FixedFirstStage(), ranker="learned-v0")
+    with pytest.raises(ConfigError, match="rerank_depth must be >= 1"):
+        GraphRetriever(bridge_index, FixedFirstStage(), rerank_depth=0)
+
+
+def test_the_ranker_reads_the_first_stages_query_vectors(tmp_path):
+    """On a hybrid index the ranker's cosine features reuse the vectors the dense part computed: one
+    encoding per query batch, not two."""
+    from tandem.retrieve import open_retriever
+    from tandem.testing.encoders import HashingEncoder
+
+    build_index(BRIDGE_DOCS, tmp_path / "idx", kind="hybrid", encoder=HashingEncoder(),
+                extras=[GraphExtra(max_df=1.0, entities=False)])
+    idx = open_index(tmp_path / "idx")
+    calls = []
+    encoder = HashingEncoder()
+    encode = encoder.encode
+    encoder.encode = lambda texts, **kw: calls.append(list(texts)) or encode(texts, **kw)
+    idx.__dict__["encoder"] = encoder
+    g = open_retriever(idx, "graph")
+    assert g.ranker is not None and len(g.search(QUERY, 5)) == 5
+    assert calls == [[QUERY]]
+    x = g.features.matrix(g.signals([QUERY], 10), 0, np.array([g.row_of["q1"]]), QUERY)
+    assert x[0, FEATURES.index("dense_cosine")] != 0.0
+
+
+def test_cross_validation_folds_mix_sets_and_hold_one_out():
+    """benchmarks/graph_retrieval.py: question i is in fold i mod 5 in every set; the objective weighs sets
+    equally; the grid's fused runs leave the ranker off (it is trained on top of them)."""
+    from tests.conftest import benchmark_script
+
+    bench = benchmark_script("graph_retrieval")
+    metrics = bench.METRICS
+    rows = {"a": [dict.fromkeys(metrics, float(i % 5 == 0)) for i in range(10)],
+            "b": [dict.fromkeys(metrics, 1.0) for _ in range(5)]}
+    held = bench.fold_means(rows, {0})
+    assert held["a"]["recall@5"] == 100.0 and held["b"]["recall@5"] == 100.0
+    assert bench.fold_means(rows, {1, 2, 3, 4})["a"]["recall@5"] == 0.0
+    assert bench.objective(bench.fold_means(rows, {1, 2, 3, 4})) == 50.0  # (0 + 100) / 2: each set counts once
+    combos = bench.grid_settings()
+    assert len(combos) == len({str(sorted(c.items())) for c in combos}) and all(c["ranker"] == "none" for c in combos)
+    assert {"expand_hits": 0, "expand_weight": 0.0} in [{k: c[k] for k in ("expand_hits", "expand_weight")} for c in combos]
