@@ -7,8 +7,9 @@ build methods through :func:`build_method` / :func:`build_runnable`."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tandem.config import RetrieverConfig, Settings
@@ -31,6 +32,7 @@ from tandem.methods.settings import (
     CoopRAGSettings,
     DualRAGSettings,
     GenGroundSettings,
+    IRCoTSettings,
     IterRetGenSettings,
     MetaRAGSettings,
     NaiveRAGSettings,
@@ -40,16 +42,19 @@ from tandem.methods.settings import (
 from tandem.rerank.base import Reranker
 from tandem.types import Document
 
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Parts:
     """What a method is built from: the LLM, the index (if any), the search over it and the store that
-    resolves document ids (the index's, or the dataset's passages for methods that read gold ones)."""
+    resolves document ids (the index's, or the dataset's passages for methods that read gold ones).
+    ``notes`` collects what the build decided that a run should record (e.g. a reranker skipped)."""
 
     llm: LLM
     index: Index | None = None
     search: Search | None = None
     store: DocStore | None = None
+    notes: dict[str, str] = field(default_factory=dict)
 
     def need_search(self, method: str) -> Search:
         if self.search is None:
@@ -82,6 +87,41 @@ def build_reranker(s: RerankSettings, store: DocStore, index: Index | None = Non
     return BiEncoderReranker(index.encoder, store, index.faiss.exact_rows() if index.has("dense") else None)
 
 
+def identity_rerank(s: RerankSettings, first: Any, index: Index | None) -> str | None:
+    """Why ``s``'s reranker would reorder nothing over the first stage ``first``, or None. A bi-encoder with the
+    index's own encoder re-scores a dense first stage over that index with the same query and document vectors,
+    so its top-k equals the first stage's top-k."""
+    if s.reranker != "bi_encoder" or s.reranker_model is not None or index is None:
+        return None
+    if getattr(first, "name", None) == "dense" and getattr(first, "index", None) is index:
+        return (f"bi_encoder over a dense first stage with the same encoder ({index.manifest.encoder}) is the "
+                "identity: set first_stage=bm25 or hybrid, or reranker=cross_encoder")
+    return None
+
+
+def _read(parts: Parts, method: str, s: RerankSettings, search: Search | None = None, *,
+          same_query: bool = True) -> tuple[Search, Reranker | None]:
+    """A method's first stage (``s.first_stage``: the run's retriever, or one part of the index) and its reranker.
+    When the reranker scores the first stage's own query (``same_query``), one that would be the identity
+    (:func:`identity_rerank`) is skipped: logged and noted in ``parts``."""
+    search = search or parts.need_search(method)
+    if s.first_stage != "index":
+        from tandem.retrieve import open_retriever
+
+        if parts.index is None:
+            raise ConfigError(f"{method}: first_stage={s.first_stage} needs the index behind the retriever")
+        search = Search(open_retriever(parts.index, s.first_stage), search.store)
+    why = identity_rerank(s, search.retriever, parts.index) if same_query else None
+    if why is not None:
+        log.warning("%s: reranker skipped: %s", method, why)
+        parts.notes["rerank"] = f"skipped: {why}"
+        return search, None
+    reranker = build_reranker(s, search.store, parts.index)
+    if reranker is not None:
+        parts.notes["rerank"] = f"{search.retriever.name} first stage, then {reranker.name}"
+    return search, reranker
+
+
 def _load_role_llms(llm: LLM, specs: Mapping[str, str]) -> dict[str, LLM]:
     from tandem.llm.registry import load_llm
 
@@ -98,18 +138,23 @@ def _dense_search(parts: Parts, search: Search) -> Search:
 
 
 def _naive_rag(parts: Parts, s: NaiveRAGSettings) -> Method:
-    search = parts.need_search("naive_rag")
-    return NaiveRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
+    search, reranker = _read(parts, "naive_rag", s)
+    return NaiveRAG(parts.llm, search, s, reranker=reranker)
+
+
+def _ircot(parts: Parts, s: IRCoTSettings) -> Method:
+    search, reranker = _read(parts, "ircot", s)
+    return IRCoT(parts.llm, search, s, reranker=reranker)
 
 
 def _iter_retgen(parts: Parts, s: IterRetGenSettings) -> Method:
-    search = parts.need_search("iter_retgen")
-    return IterRetGen(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
+    search, reranker = _read(parts, "iter_retgen", s)
+    return IterRetGen(parts.llm, search, s, reranker=reranker)
 
 
 def _genground(parts: Parts, s: GenGroundSettings) -> Method:
-    search = parts.need_search("genground")
-    return GenGround(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
+    search, reranker = _read(parts, "genground", s)
+    return GenGround(parts.llm, search, s, reranker=reranker)
 
 
 def _metarag(parts: Parts, s: MetaRAGSettings) -> Method:
@@ -118,7 +163,7 @@ def _metarag(parts: Parts, s: MetaRAGSettings) -> Method:
     from tandem.index.encoder import Encoder, load_encoder
     from tandem.models import DEFAULT_ENCODER
 
-    search = parts.need_search("metarag")
+    search, reranker = _read(parts, "metarag", s)
     index = parts.index
 
     def encoder() -> Encoder:
@@ -126,15 +171,15 @@ def _metarag(parts: Parts, s: MetaRAGSettings) -> Method:
             return index.encoder
         return load_encoder(s.monitor_encoder or DEFAULT_ENCODER)
 
-    return MetaRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, index), encoder=encoder)
+    return MetaRAG(parts.llm, search, s, reranker=reranker, encoder=encoder)
 
 
 def _dualrag(parts: Parts, s: DualRAGSettings) -> Method:
     search = parts.need_search("dualrag")
-    if s.keyword_retriever == "dense":
+    if s.keyword_retriever == "dense" and s.first_stage == "index":
         search = _dense_search(parts, search)
-    return DualRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index),
-                   role_llms=_load_role_llms(parts.llm, s.role_llms))
+    search, reranker = _read(parts, "dualrag", s, search, same_query=False)  # keywords retrieve, the entity reranks
+    return DualRAG(parts.llm, search, s, reranker=reranker, role_llms=_load_role_llms(parts.llm, s.role_llms))
 
 
 def _cooprag(parts: Parts, s: CoopRAGSettings) -> Method:
@@ -183,8 +228,7 @@ METHODS: dict[str, Callable[[Parts, Any], Method]] = {
     "direct": lambda parts, s: Direct(parts.llm, s),
     "naive_rag": _naive_rag,
     "oracle": lambda parts, s: Oracle(parts.llm, parts.need_store("oracle"), s),
-    "ircot": lambda parts, s: IRCoT(parts.llm, parts.need_search("ircot"), s,
-                                    reranker=build_reranker(s, parts.need_search("ircot").store, parts.index)),
+    "ircot": _ircot,
     "dualrag": _dualrag,
     "cooprag": _cooprag,
     "r2ag": _r2ag,
@@ -230,8 +274,11 @@ def build_method(name: str, llm: LLM, search: Search | None = None, store: DocSt
     validated = model.from_dict({**given, **more}, where=f"{name} settings")
     if index is None and search is not None:
         index = index_behind(search.retriever)
-    return METHODS[name](Parts(llm, index, search, store if store is not None else search.store if search else None),
-                         validated)
+    parts = Parts(llm, index, search, store if store is not None else search.store if search else None)
+    method = METHODS[name](parts, validated)
+    if parts.notes:
+        method.build_notes = parts.notes  # type: ignore[attr-defined] - read by the CLI into the run's config
+    return method
 
 
 def build_runnable(method: str, llm: LLM, index: Index | None = None, settings: Mapping[str, Any] | None = None,

@@ -43,6 +43,7 @@ from tandem.methods.base import (
     call_llm,
     call_structured,
     clean_answer,
+    mark_exchange,
     role_budgets,
 )
 from tandem.methods.ircot import extract_answer, first_sentence
@@ -133,7 +134,8 @@ class DualRAG:
         self.use_reasoner, self.use_entity_identifier, self.use_outline = s.use_reasoner, s.use_entity_identifier, s.use_outline
         self.answer_style, self.max_entities, self.temperature = s.answer_style, s.max_entities, s.temperature
         self.send_schema = s.send_schema
-        self.roles, self.max_tokens = role_budgets(P.STRUCTURED_ROLES, MAX_TOKENS, s.max_tokens, "DualRAG")
+        roles = {**P.STRUCTURED_ROLES, P.ENTITY_IDENTIFIER.name: P.entity_role(s.max_entities)}
+        self.roles, self.max_tokens = role_budgets(roles, MAX_TOKENS, s.max_tokens, "DualRAG")
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -166,7 +168,9 @@ class DualRAG:
             raw = call_llm(self.llms[P.THOUGHT_ROLE], step, P.THOUGHT_ROLE,
                            P.thought_messages(outline.render(), question, thoughts),
                            max_tokens=self.max_tokens[P.THOUGHT_ROLE], temperature=self.temperature, stop=("\n",))
-            thought = first_sentence(raw) or question
+            thought = first_sentence(raw)
+            mark_exchange(step, P.THOUGHT_ROLE, "parsed" if thought else "fallback", "empty thought: the question")
+            thought = thought or question
             return thought, extract_answer(thought) is None
         parsed, raw = self._json(step, P.REASONER, P.reasoner_messages(outline.render(), question, thoughts),
                                  P.parse_reasoner, "raw text as the thought")

@@ -44,6 +44,7 @@ from tandem.methods.base import (
     call_structured,
     clean_answer,
     format_docs,
+    mark_exchange,
     search_reranked,
 )
 from tandem.methods.settings import MetaRAGSettings
@@ -186,7 +187,10 @@ class MetaRAG:
             rewrite = call_llm(self.llm, step, "rewrite",
                                [Message("system", REWRITE_SYSTEM), Message("user", f"Question: {question}\nQuery:")],
                                max_tokens=32, temperature=self.temperature)
-            query = clean_answer(rewrite)[: self.rewrite_chars] or question[: self.rewrite_chars]
+            query = clean_answer(rewrite)[: self.rewrite_chars]
+            mark_exchange(step, "rewrite", "parsed" if query else "fallback",
+                          f"empty rewrite: the question's first {self.rewrite_chars} characters as the query")
+            query = query or question[: self.rewrite_chars]
             seen = {d.id for d in docs}
             docs = docs + [d for d in self._retrieve(trace, step, query) if d.id not in seen]
             return docs, " ".join([SUGGEST_RETRIEVED, *tips])
