@@ -113,7 +113,7 @@ def simulate(
     bench: Annotated[Path, Opt(help="Bench folder from `tandem federate build-bench`.")],
     run_dir: Annotated[Path, Opt("--out", help="Run folder to write.")],
     mode: Annotated[str, Opt(help=_MODE_HELP)] = "collaborative",
-    variant: Annotated[str, Opt(help="Training-store variant: REL | IRR | REL-1 | SPLIT.")] = "REL",
+    variant: Annotated[str, Opt(help="Training-store variant: REL | IRR | REL-1 | SPLIT, or one of the paper's Table 2 compositions: REL-ONLY | HN+IRR | REL+HN | REL+IRR | TOP1+IRR.")] = "REL",
     shots: Annotated[int, Opt(help="Labelled pairs per client (a k-shot set of the bench).")] = 16,
     clients: Annotated[Optional[int], Opt(help="Use the first N clients of the bench (default: all).")] = None,
     rounds: Annotated[int, Opt(help="FedAvg rounds (baselines train rounds x epochs epochs).")] = 2,
