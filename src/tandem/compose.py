@@ -44,6 +44,7 @@ from tandem.types import Document
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True)
 class Parts:
     """What a method is built from: the LLM, the index (if any), the search over it and the store that

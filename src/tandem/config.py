@@ -170,7 +170,7 @@ def normalise_run_config(data: Mapping[str, Any]) -> dict[str, Any]:
         resolved = RunConfig.from_dict(upgraded).to_dict()
     except ConfigError:
         return upgraded
-    return {**upgraded, **{k: resolved[k] for k in ("settings", "retriever", "llm")}}
+    return {**upgraded, **{k: resolved[k] for k in ("settings", "retriever", "llm", "reanswer_prompt")}}
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:

@@ -162,3 +162,12 @@ def test_paper_table_prints_intervals_and_flags_the_judge(tmp_path):
     # EM: 2 of 4 right ("Warsaw", "Marie Curie"). The Yes-saying judge is flagged, not printed bare: right on
     # the 4 gold answers only, of 4 + 4 other questions' golds + 2 wrong predictions ("Paris", "no") = 0.40
     assert row.startswith("| `direct` | 4 | 0.500 [0.000, 1.000] |") and "(self; unreliable: calibration 0.40)" in row
+
+
+def test_a_folder_from_before_reanswer_prompt_resumes_under_the_brief_prompt(tmp_path):
+    method = build_method("direct", FakeLLM(default="Warsaw"))
+    run_qa(method, QUESTIONS[:1], tmp_path / "run", {"method": "direct", "dataset": "d.jsonl"})  # no reanswer_prompt
+    run_qa(method, QUESTIONS[:2], tmp_path / "run", {"method": "direct", "dataset": "d.jsonl", "reanswer_prompt": "brief"})
+    with pytest.raises(ConfigError, match="reanswer_prompt"):
+        run_qa(method, QUESTIONS, tmp_path / "run", {"method": "direct", "dataset": "d.jsonl",
+                                                      "reanswer_prompt": "answer_type"})
