@@ -96,7 +96,7 @@ def identity_rerank(s: RerankSettings, first: Any, index: Index | None) -> str |
         return None
     if getattr(first, "name", None) == "dense" and getattr(first, "index", None) is index:
         return (f"bi_encoder over a dense first stage with the same encoder ({index.manifest.encoder}) is the "
-                "identity: set first_stage=bm25 or hybrid, or reranker=cross_encoder")
+                "identity: set first_stage=bm25 (docs/methods/baselines.md), or reranker=cross_encoder")
     return None
 
 
