@@ -143,9 +143,10 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def protocol_health(rows: Sequence[dict[str, dict[str, int]]]) -> dict[str, Any]:
-    """Run-level protocol health: per-role counts, and over all structured exchanges ``fallback_rate``
-    (fell back / exchanges) and ``parse_rate`` (parsed from the first reply / exchanges). Empty when
-    the method makes no structured call."""
+    """Run-level protocol health: per-role counts, and over all marked exchanges (structured ones and the text
+    replies a method reads for a marker or an answer: :func:`tandem.methods.base.mark_exchange`)
+    ``fallback_rate`` (fell back / exchanges) and ``parse_rate`` (parsed from the first reply, strictly /
+    exchanges). Empty when the method marks no exchange."""
     per_role = merge_protocol(list(rows))
     calls = sum(c["calls"] for c in per_role.values())
     if not calls:
