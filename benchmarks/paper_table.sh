@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The figures table of docs/methods/baselines.md: every method on the first N dev500 questions under
-# `--preset paper` (dense top-50 -> bi-encoder reranker -> top-10, re-answer, the run's LLM as judge)
-# with the embedded models, then one table (calls, tokens, seconds per question, EM/F1/acc,
-# fallback rate).
+# `--preset paper` (each paper's protocol: the DualRAG baselines read BM25 top-50 -> MiniLM bi-encoder ->
+# top-10, re-answer with the answer-type prompt where DualRAG's evaluation applies it, the run's LLM as a
+# calibrated judge) with the embedded models, then one table with 95 % bootstrap intervals (calls,
+# tokens, seconds per question, EM/F1/acc/judge, fallback rate).
 #   bash benchmarks/paper_table.sh [N] [OUT] [METHOD ...]
 # R²AG needs an R²-Former checkpoint: R2FORMER=PATH (from `tandem train r2ag`); without it r2ag is skipped.
 set -euo pipefail
@@ -28,4 +29,4 @@ for m in "${METHODS[@]}"; do
   runs+=("$OUT/$m")
 done
 tandem report "${runs[@]}" --json > "$OUT/report.json"
-python benchmarks/paper_table.py "$OUT/report.json"
+python benchmarks/paper_table.py "${runs[@]}"

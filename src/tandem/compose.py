@@ -8,8 +8,9 @@ Python callers all build methods through :func:`build_method` / :func:`build_run
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tandem.config import RetrieverConfig
@@ -24,16 +25,20 @@ from tandem.rerank.base import Reranker
 from tandem.settings import Settings
 from tandem.types import Document
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Parts:
     """What a method is built from: the LLM, the index (if any), the search over it and the store that
-    resolves document ids (the index's, or the dataset's passages for methods that read gold ones)."""
+    resolves document ids (the index's, or the dataset's passages for methods that read gold ones).
+    ``notes`` collects what the build decided that a run should record (e.g. a reranker skipped)."""
 
     llm: LLM
     index: Index | None = None
     search: Search | None = None
     store: DocStore | None = None
+    notes: dict[str, str] = field(default_factory=dict)
 
     def need_search(self, method: str) -> Search:
         if self.search is None:
@@ -54,15 +59,51 @@ def build_reranker(s: RerankSettings, store: DocStore, index: Index | None = Non
     return RERANKERS.get(s.reranker).build(s, store, index)
 
 
+def identity_rerank(s: RerankSettings, first: Any, index: Index | None) -> str | None:
+    """Why ``s``'s reranker would reorder nothing over the first stage ``first``, or None. A bi-encoder with the
+    index's own encoder re-scores a dense first stage over that index with the same query and document vectors,
+    so its top-k equals the first stage's top-k."""
+    if s.reranker != "bi_encoder" or s.reranker_model is not None or index is None:
+        return None
+    if getattr(first, "name", None) == "dense" and getattr(first, "index", None) is index:
+        return (f"bi_encoder over a dense first stage with the same encoder ({index.manifest.encoder}) is the "
+                "identity: set first_stage=bm25 (docs/methods/baselines.md), or reranker=cross_encoder")
+    return None
+
+
+def read_with_reranker(parts: Parts, method: str, s: RerankSettings, search: Search | None = None, *,
+                       same_query: bool = True) -> tuple[Search, Reranker | None]:
+    """A method's first stage (``s.first_stage``: the run's retriever, or one part of the index) and its reranker.
+    When the reranker scores the first stage's own query (``same_query``), one that would be the identity
+    (:func:`identity_rerank`) is skipped: logged and noted in ``parts``."""
+    search = search or parts.need_search(method)
+    if s.first_stage != "index":
+        from tandem.retrieve import open_retriever
+
+        if parts.index is None:
+            raise ConfigError(f"{method}: first_stage={s.first_stage} needs the index behind the retriever")
+        search = Search(open_retriever(parts.index, s.first_stage), search.store)
+    why = identity_rerank(s, search.retriever, parts.index) if same_query else None
+    if why is not None:
+        log.warning("%s: reranker skipped: %s", method, why)
+        parts.notes["rerank"] = f"skipped: {why}"
+        return search, None
+    reranker = build_reranker(s, search.store, parts.index)
+    if reranker is not None:
+        parts.notes["rerank"] = f"{search.retriever.name} first stage, then {reranker.name}"
+    return search, reranker
+
+
 def searching_with_reranker(name: str, cls: Callable[..., Method]) -> Callable[[Parts, Any], Method]:
-    """The builder of a method that reads the index's search through its settings' reranker:
-    ``cls(llm, search, settings, reranker=...)`` (NativeRAG, IRCoT, Iter-RetGen, GenGround)."""
+    """The builder of a method that reads its first stage through its settings' reranker
+    (:func:`read_with_reranker`): ``cls(llm, search, settings, reranker=...)`` (NativeRAG, IRCoT, Iter-RetGen,
+    GenGround)."""
 
     def build(parts: Parts, s: Any) -> Method:
-        search = parts.need_search(name)
-        return cls(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index))
+        search, reranker = read_with_reranker(parts, name, s)
+        return cls(parts.llm, search, s, reranker=reranker)
 
-    build.__doc__ = f"{name} over the index's search, with the settings' reranker."
+    build.__doc__ = f"{name} over its first stage, with the settings' reranker."
     return build
 
 
@@ -107,8 +148,11 @@ def build_method(name: str, llm: LLM, search: Search | None = None, store: DocSt
     validated = entry.validate({**given, **more}, where=f"{name} settings")
     if index is None and search is not None:
         index = index_behind(search.retriever)
-    return entry.build(Parts(llm, index, search, store if store is not None else search.store if search else None),
-                       validated)
+    parts = Parts(llm, index, search, store if store is not None else search.store if search else None)
+    method = entry.build(parts, validated)
+    if parts.notes:
+        method.build_notes = parts.notes  # type: ignore[attr-defined] - recorded in the run's config
+    return method
 
 
 def build_runnable(method: str, llm: LLM, index: Index | None = None, settings: Mapping[str, Any] | None = None,

@@ -59,9 +59,16 @@ class RunConfig(Settings):
     preset: str | None = Field(None, description="the named set-up the settings started from (e.g. paper)")
     judge: str | None = Field(None, description="LLM spec of the yes/no judge (adds the 'judge' metric)")
     reanswer: bool = Field(False, description="score max(raw, re-answered) as DualRAG's evaluation does")
+    reanswer_prompt: Literal["brief", "answer_type"] = Field(
+        "brief", description="re-answer prompt: brief = a generic brevity prompt; answer_type = the DualRAG authors' "
+                             "kind, listing the dataset's answer-type distribution")
+    judge_calibration: int = Field(100, ge=0, description="questions the judge is calibrated on (its own gold vs "
+                                                          "wrong answers) before its column is trusted; 0 = none")
     limit: int | None = Field(None, ge=1, description="only the first N questions")
     concurrency: int = Field(1, ge=1, description="questions in flight")
     cache: bool = Field(True, description="SQLite response cache in the run folder")
+    notes: dict[str, str] = Field(default_factory=dict, description="what the run decided and records (e.g. a "
+                                                                    "reranker skipped as the identity); not read")
 
     @model_validator(mode="before")
     @classmethod
@@ -96,7 +103,7 @@ def normalise_run_config(data: Mapping[str, Any]) -> dict[str, Any]:
         resolved = RunConfig.from_dict(upgraded).to_dict()
     except ConfigError:
         return upgraded
-    return {**upgraded, **{k: resolved[k] for k in ("settings", "retriever", "llm")}}
+    return {**upgraded, **{k: resolved[k] for k in ("settings", "retriever", "llm", "reanswer_prompt")}}
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:

@@ -112,6 +112,8 @@ class LLMCall:
             data["cut_chars"] = self.cut_chars
         if self.structured:
             data.update(structured=True, constrained=self.constrained, outcome=self.outcome)
+        elif self.outcome is not None:  # a text reply read for a marker or a non-empty answer
+            data["outcome"] = self.outcome
         if self.parse_error is not None:
             data.update(parse_error=self.parse_error, raw_reply=self.raw_reply)
         return data

@@ -44,7 +44,8 @@ def test_settings_errors_name_the_key_and_the_valid_ones():
 def test_run_config_resolves_settings_and_reads_legacy_folders():
     cfg = RunConfig.from_dict({"method": "ircot", "dataset": "d.jsonl", "settings": {"k": 2}})
     assert cfg.settings == {"k": 2, "candidates": 50, "max_steps": 5, "policy": "replace", "temperature": 0.0,
-                            "max_tokens": 64, "reranker": "none", "reranker_model": None, "min_score": 0.0}
+                            "max_tokens": 64, "reranker": "none", "reranker_model": None, "min_score": 0.0,
+                            "first_stage": "index"}
     assert RunConfig.from_dict(cfg.to_dict()) == cfg
     legacy = RunConfig.from_dict({"task": "qa", "method": "ircot", "dataset": "d.jsonl", "llm": "fake:x",
                                   "llm_opts": {"constrains_json": True}, "hyper": {"k": 2}})
@@ -122,7 +123,7 @@ def test_naive_rag_takes_a_reranker_by_name(small_docs, tmp_path):
     from tandem.testing.encoders import HashingEncoder
     from tandem.types import Question
 
-    build_index(small_docs, tmp_path / "idx", kind="dense", encoder=HashingEncoder())
+    build_index(small_docs, tmp_path / "idx", kind="hybrid", encoder=HashingEncoder())
     idx = open_index(tmp_path / "idx")
     idx.__dict__["encoder"] = HashingEncoder()  # the test encoder is not loadable by name
     method = build_method("naive_rag", FakeLLM(default="Warsaw"), Search(open_retriever(idx), idx.store),
@@ -146,8 +147,11 @@ def test_paper_preset_sets_the_controlled_comparison_under_explicit_settings(tmp
         "candidates": 50, "reranker": "bi_encoder", "temperature": 0.3, "k": 3}  # --set k=3 wins over the preset's 10
     rows = _predictions(tmp_path / "run")
     assert all(len(step["hits"]) == 3 for row in rows for step in row["trace"]["steps"] if step["hits"])
+    assert config["settings"]["first_stage"] == "bm25" and config["reanswer_prompt"] == "answer_type"
+    assert config["notes"]["rerank"] == "bm25 first stage, then bi_encoder"
     metrics = json.loads((tmp_path / "run" / "metrics.json").read_text())
-    assert "judge" in metrics
+    assert "judge" in metrics and metrics["judge_calibration"]["self_judged"] is True
+    assert metrics["judge_calibration"]["yes_on_gold"] == 0.0  # this fake judge never says Yes
     with pytest.raises(ConfigError, match=r"unknown preset 'papr'; presets: \['paper'\]"):
         from tandem.methods.presets import preset
 

@@ -13,6 +13,7 @@ import torch
 from tandem.errors import ConfigError, DataError
 from tandem.eval.qa_metrics import exact_match
 from tandem.federated.bench import (
+    COMPOSITIONS,
     ClientSplit,
     Labels,
     Stores,
@@ -123,6 +124,27 @@ def test_split_keeps_each_clients_own(bench):
     assert stores.central["SPLIT"] == "rel"  # 4 slices x 20% of the background = all of B_tr: the union is REL
 
 
+def test_table2_compositions_hold_what_their_names_say(bench):
+    """The paper's Table 2 stores: relevant only, hard negatives + irrelevant, relevant + hard negatives,
+    relevant + irrelevant, top-1 relevant + irrelevant - each shared by every client."""
+    _, _, labels, splits, stores = bench
+    all_rel = {p for s in splits for q in s.train for p in labels[q.id].relevant}
+    hard = {p for s in splits for q in s.train for p in labels[q.id].hard_negatives} - all_rel
+    b_train = set(stores.stores["irr"])
+    store = {v: set(stores.stores[stores.variants[v][0]]) for v in COMPOSITIONS}
+    assert all(len(set(stores.variants[v])) == 1 and stores.central[v] == stores.variants[v][0] for v in COMPOSITIONS)
+    assert hard & b_train and b_train - hard  # the synthetic pool has both kinds of background
+    assert store["REL-ONLY"] == all_rel and store["HN+IRR"] == b_train
+    assert store["REL+HN"] == all_rel | (hard & b_train)
+    assert store["REL+IRR"] == all_rel | (b_train - hard)
+    top1 = {labels[q.id].relevant[0] for s in splits for q in s.train}
+    assert store["TOP1+IRR"] == top1 | (b_train - hard)
+    broken = type(stores)({**stores.stores, "rel+irr": stores.stores["rel+irr"] + sorted(hard & b_train)[:1]},
+                          stores.variants, stores.central, stores.test)
+    with pytest.raises(DataError, match="REL\\+IRR must hold every relevant passage and no hard negative"):
+        check_bench(splits, labels, broken)
+
+
 def test_check_bench_catches_a_leak(bench):
     _, _, labels, splits, stores = bench
     assert check_bench(splits, labels, stores)["rel"] == len(stores.stores["rel"])
@@ -165,6 +187,11 @@ def test_bench_folder_round_trip(tmp_path):
     with pytest.raises(ConfigError, match="at most 4"):
         b.questions(0, "train", shots=8)
     assert b.train_store("REL-1", 0) == "rel" and b.train_store("REL-1", 1) == "irr"
+    assert b.train_store("REL+IRR", 1) == b.train_store("REL+IRR", None) == "rel+irr"
+    old = {**b.manifest, "variants": {k: v for k, v in b.manifest["variants"].items() if k != "REL+IRR"}}
+    b.manifest = old  # a bench built before the Table 2 stores
+    with pytest.raises(ConfigError, match="built without the REL\\+IRR store"):
+        b.train_store("REL+IRR", 0)
     from tandem.federated.corag import check_spec
 
     assert check_spec(RunSpec(bench=str(tmp_path / "bench"), shots=4)).clients == 2
@@ -174,7 +201,8 @@ def test_bench_folder_round_trip(tmp_path):
         with pytest.raises(ConfigError, match=match):
             check_spec(RunSpec.from_dict({"bench": str(tmp_path / "bench"), "shots": 2, **bad}))
     splits = splits_from(b)
-    labels = {q.id: Labels(q.gold_doc_ids, ()) for s in splits for q in s.train + s.dev + s.test}
+    labels = {rec["id"]: Labels(tuple(rec["relevant"]), tuple(rec["hard_negatives"]))
+              for rec in map(json.loads, (tmp_path / "bench" / "labels.jsonl").read_text().splitlines())}
     ids = {name: [json.loads(line)["id"] for line in (b.store_path(name) / "docs.jsonl").read_text().splitlines()]
            for name in manifest["store_sizes"]}
     check_bench(splits, labels, Stores(ids, manifest["variants"], manifest["central"], manifest["test_stores"]))

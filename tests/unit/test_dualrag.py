@@ -315,3 +315,15 @@ def test_rendered_trace_shows_steps_and_indented_outline(search):
     assert "    #### Marie Curie" in text and "    Warsaw is the capital of Poland on the Vistula river." in text
     assert "    Marie Curie: ['Marie Curie', " in text  # hits per entity shown as titles
     assert "answer: Vistula" in text
+
+
+def test_entity_cap_follows_max_entities(search):
+    """No cap in the paper: null leaves only the grammar's bound (P.DECODED_ENTITIES) on a schema-decoded reply
+    and none on a prompt-only one; a cap n becomes the schema's maxItems and cuts the list."""
+    llm = FakeLLM(default="x")
+    uncapped = DualRAG(llm, search, DualRAGSettings())
+    capped = DualRAG(llm, search, DualRAGSettings(max_entities=2))
+    entities = lambda m: m.roles["entity_identifier"].bounded["properties"]["entities"]["maxItems"]  # noqa: E731
+    assert entities(uncapped) == P.DECODED_ENTITIES == 5 and entities(capped) == 2
+    six = plan(*[(f"Entity {i}", [f"keyword {i}"]) for i in range(6)])
+    assert len(P.parse_entities(six)) == 6  # parsing caps nothing

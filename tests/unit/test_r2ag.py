@@ -165,7 +165,9 @@ def test_injection_lands_vector_i_at_placeholder_i(tiny_llm, docs, monkeypatch):
     assert torch.equal(got[others], base[others])
     assert [s.name for s in ans.trace.steps] == ["retrieve", "features", "answer"]
     assert ans.trace.steps[2].llm_calls[0].messages[0]["content"].count("<reponame>") == 5
-    assert all(0 <= x["relevance"] <= 1 for x in feats) and sorted(ans.trace.docs_read) == sorted(d.id for d in docs)
+    relevance = torch.sigmoid(model(f[None])[1][0]).detach()  # the relevance head's output is what the trace records
+    assert torch.allclose(torch.tensor([x["relevance"] for x in feats]), relevance, atol=2e-3)
+    assert sorted(ans.trace.docs_read) == sorted(d.id for d in docs)
 
 
 def test_inject_checks_counts():

@@ -204,12 +204,16 @@ def test_a_client_going_away_cancels_the_work(index_dir):
         deadline = time.time() + 20
         while not server.started and time.time() < deadline:
             time.sleep(0.05)
+        hung_up = False
         with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/ask/stream",
                           json={"question": QUESTION, "settings": {"max_steps": 30}}, timeout=30) as resp:
             for line in resp.iter_lines():
                 if line.startswith("event: step"):
+                    hung_up = True
                     break  # the first step arrived: hang up
+        assert hung_up, "the stream ended before its first step: nothing was cancelled"
         calls_at_close = len(llm.calls)
+        assert calls_at_close < 30  # the client left while the method was still running
         time.sleep(1.5)
         assert len(llm.calls) <= calls_at_close + 2  # stopped at its next step or LLM call, not 30 iterations on
     finally:

@@ -193,8 +193,9 @@ LLM_OPT_HELP = ("LLM option KEY=VALUE, repeatable: json_mode, timeout, max_retri
                 "(per backend), temperature, max_tokens[.ROLE]. A wrong key lists the valid ones.")
 
 
-PRESET_HELP = ("A named set-up under the config file and the other options: paper = DualRAG's controlled "
-               "comparison (top-50 -> reranker -> top-10 for every method, full answer, re-answer, LLM judge).")
+PRESET_HELP = ("A named set-up under the config file and the other options: paper = each paper's own protocol "
+               "(DualRAG's baselines: BM25 top-50 -> bi-encoder -> top-10; CoopRAG's RaLa as published; re-answer "
+               "where DualRAG's evaluation applies it; the run's LLM as a calibrated judge).")
 CONFIG_HELP = ("Run config, YAML or JSON (a run folder's config.json re-runs that run); options given on the "
                "command line override it.")
 RETRIEVER_HELP = "Retriever over the index: bm25 | dense | hybrid | graph (default: the index's kind)."

@@ -97,6 +97,8 @@ def eval_qa(
     settings: Annotated[list[str], typer.Option("--set", help="Method setting KEY=VALUE (tandem methods NAME).")] = [],  # noqa: B006
     judge: Annotated[Optional[str], typer.Option(help="LLM spec of the yes/no judge (adds the 'judge' metric).")] = None,
     reanswer: Annotated[Optional[bool], typer.Option("--reanswer/--no-reanswer", help="Score max(raw, re-answered) as DualRAG's evaluation does.")] = None,
+    reanswer_prompt: Annotated[Optional[str], typer.Option(help="Re-answer prompt: brief | answer_type (the DualRAG authors' kind).")] = None,
+    judge_calibration: Annotated[Optional[int], typer.Option(help="Questions the judge is calibrated on before its column is trusted (default 100; 0 = none).")] = None,
     cache: Annotated[Optional[bool], typer.Option("--cache/--no-cache", help="SQLite response cache in the run folder (default on).")] = None,
     retry_errors: Annotated[bool, typer.Option(help="On resume, run failed questions again.")] = False,
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the dataset format.")] = None,
@@ -109,7 +111,8 @@ def eval_qa(
     """Run a QA method over a dataset: predictions with traces, EM / F1 / cover-acc / judge, cost per question."""
     cfg = run_config(config_file, llm=llm, llm_opt=llm_opt, set_items=settings, retriever=retriever, fusion=fusion, retriever_opt=retriever_opt, preset=preset,
                      r2former=r2former, method=method, dataset=dataset, index=index_dir, limit=limit,
-                     concurrency=concurrency, judge=judge, reanswer=reanswer, cache=cache, format=fmt)
+                     concurrency=concurrency, judge=judge, reanswer=reanswer, reanswer_prompt=reanswer_prompt,
+                     judge_calibration=judge_calibration, cache=cache, format=fmt)
     if cfg.dataset is None:
         raise typer.BadParameter("give --dataset FILE (or dataset: in --config)")
     with owned_output(out_dir, "qa-run", replacing=False):  # before any work, and before the cache file is created

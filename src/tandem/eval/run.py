@@ -71,9 +71,11 @@ def evaluate(config: RunConfig | Mapping[str, Any] | str | Path, out: str | Path
             judge_llm = main_llm if judge == cfg.llm.spec else load_llm(judge, **({"cache": cache_path} if cache_path
                                                                                   else {}))
         record = cfg.to_dict() | {"format": ds.format, "llm": {**cfg.llm.to_dict(), "spec": redact(cfg.llm.spec)},
-                                  "judge": redact(judge) if judge else None}
+                                  "judge": redact(judge) if judge else None,
+                                  "notes": {**cfg.notes, **getattr(method, "build_notes", {})}}
         return run_qa(method, questions, out, record, concurrency=cfg.concurrency, judge_llm=judge_llm,
-                      reanswer_llm=main_llm if cfg.reanswer else None, retry_errors=retry_errors,
+                      reanswer_llm=main_llm if cfg.reanswer else None, reanswer_prompt=cfg.reanswer_prompt,
+                      calibrate=cfg.judge_calibration, self_judged=judge_llm is main_llm, retry_errors=retry_errors,
                       max_consecutive_failures=max_failures, on_record=on_record)
 
 

@@ -23,10 +23,10 @@ from typing import Any
 
 from tandem.config import normalise_run_config
 from tandem.errors import ConfigError, DataError, LLMError, RunError
-from tandem.eval.judge import score_prediction
+from tandem.eval.judge import REANSWER_PROMPT, calibrate_judge, judge_label, reanswer_template, score_prediction
 from tandem.eval.qa_metrics import gold_doc_recall
 from tandem.eval.rundir import CONFIG_FILE, PREDICTIONS, RunDir
-from tandem.io import atomic_open
+from tandem.io import atomic_open, write_json_atomic
 from tandem.llm.types import LLM
 from tandem.methods.base import Method
 from tandem.secrets import redact
@@ -34,7 +34,8 @@ from tandem.types import Question, Step, merge_protocol, protocol_counts
 
 ERRORS_LOG = "errors.log"
 # settings that must match for a run folder to be resumed
-RESUME_KEYS = ("method", "dataset", "index", "retriever", "llm", "settings", "judge", "reanswer")
+RESUME_KEYS = ("method", "dataset", "index", "retriever", "llm", "settings", "judge", "reanswer", "reanswer_prompt")
+JUDGE_CALIBRATION = "judge-calibration.json"
 
 
 def read_finished(path: Path) -> dict[str, dict[str, Any]]:
@@ -96,7 +97,8 @@ class PredictionWriter:
         self.handle.close()
 
 
-def run_one(method: Method, question: Question, *, judge_llm: LLM | None, reanswer_llm: LLM | None) -> dict[str, Any]:
+def run_one(method: Method, question: Question, *, judge_llm: LLM | None, reanswer_llm: LLM | None,
+            reanswer_prompt: str = REANSWER_PROMPT) -> dict[str, Any]:
     """Answer and score one question; any exception becomes an error record (with ``traceback``, which
     the runner moves to ``errors.log``), never a crash."""
     start = time.perf_counter()
@@ -105,7 +107,8 @@ def run_one(method: Method, question: Question, *, judge_llm: LLM | None, reansw
         answer = method.answer(question)
         judging = Step("judge")
         scores, rewritten = score_prediction(question.text, answer.text, question.answers,
-                                             judge_llm=judge_llm, reanswer_llm=reanswer_llm, step=judging)
+                                             judge_llm=judge_llm, reanswer_llm=reanswer_llm, step=judging,
+                                             reanswer_prompt=reanswer_prompt)
         recall = gold_doc_recall(question.gold_doc_ids, answer.trace.docs_read)
         record.update({
             "prediction": answer.text, "reanswer": rewritten, "scores": scores,
@@ -140,9 +143,10 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def protocol_health(rows: Sequence[dict[str, dict[str, int]]]) -> dict[str, Any]:
-    """Run-level protocol health: per-role counts, and over all structured exchanges ``fallback_rate``
-    (fell back / exchanges) and ``parse_rate`` (parsed from the first reply / exchanges). Empty when
-    the method makes no structured call."""
+    """Run-level protocol health: per-role counts, and over all marked exchanges (structured ones and the text
+    replies a method reads for a marker or an answer: :func:`tandem.methods.base.mark_exchange`)
+    ``fallback_rate`` (fell back / exchanges) and ``parse_rate`` (parsed from the first reply, strictly /
+    exchanges). Empty when the method marks no exchange."""
     per_role = merge_protocol(list(rows))
     calls = sum(c["calls"] for c in per_role.values())
     if not calls:
@@ -165,11 +169,19 @@ def run_qa(
     concurrency: int = 1,
     judge_llm: LLM | None = None,
     reanswer_llm: LLM | None = None,
+    reanswer_prompt: str = "brief",
+    calibrate: int = 100,
+    self_judged: bool = False,
     retry_errors: bool = False,
     max_consecutive_failures: int = 3,
     on_record: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Run ``method`` over ``questions`` into ``out_dir``, resuming what is already there (see module doc)."""
+    """Run ``method`` over ``questions`` into ``out_dir``, resuming what is already there (see module doc).
+
+    ``reanswer_prompt`` names the re-answer prompt (:data:`tandem.eval.judge.REANSWER_PROMPTS`). With a judge,
+    a finished run calibrates it on the first ``calibrate`` questions (:func:`tandem.eval.judge.calibrate_judge`,
+    kept in ``judge-calibration.json``) and records the result in metrics.json; ``self_judged`` says the
+    judge is the method's own LLM."""
     run = RunDir(out_dir, "qa-run")
     if (run.folder / CONFIG_FILE).exists():
         old, new = normalise_run_config(run.read_config()), normalise_run_config(config)
@@ -189,6 +201,7 @@ def run_qa(
         todo.put(q)
     results: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
     stop = threading.Event()
+    template = reanswer_template(reanswer_prompt, [q.answers for q in questions])
 
     def worker() -> None:
         while not stop.is_set():
@@ -197,7 +210,8 @@ def run_qa(
             except queue.Empty:
                 return
             try:
-                results.put(run_one(method, question, judge_llm=judge_llm, reanswer_llm=reanswer_llm))
+                results.put(run_one(method, question, judge_llm=judge_llm, reanswer_llm=reanswer_llm,
+                                    reanswer_prompt=template))
             except BaseException as exc:  # noqa: BLE001 - a dying worker still reports its question
                 results.put({"id": question.id, "question": question.text, "golden_answers": list(question.answers),
                              "error": redact(f"{type(exc).__name__}: {exc}"), "seconds": 0.0})
@@ -207,7 +221,7 @@ def run_qa(
         threading.Thread(target=worker, daemon=True, name="tandem-question").start()
     records = [done[q.id] for q in questions if q.id in done]
     writer = PredictionWriter(path)
-    streak, finished, stopped = 0, 0, None
+    streak, finished, stopped, calibration = 0, 0, None, None
     try:
         while finished < len(pending):
             try:
@@ -228,6 +242,9 @@ def run_qa(
                            f"{record['error']}); the {len(records) - streak} finished questions are saved in "
                            f"{path}: run the same command again to resume")
                 break
+        if judge_llm is not None and not stopped and calibrate:
+            calibration = _calibration(run.folder / JUDGE_CALIBRATION, judge_llm, questions, records, calibrate,
+                                       self_judged)
     except BaseException as exc:
         stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else redact(f"{type(exc).__name__}: {exc}")
         raise
@@ -237,6 +254,8 @@ def run_qa(
         wanted = {q.id for q in questions}
         metrics = summarize([r for r in records if r["id"] in wanted])
         metrics["method"] = config.get("method")
+        if calibration is not None:
+            metrics["judge_calibration"] = calibration
         if stopped:
             metrics.update({"partial": True, "stopped": stopped, "pending": len(wanted) - metrics["questions"]})
         run.write_metrics(metrics, [metrics_row(metrics)], f"QA: {config.get('method')} on {Path(str(config.get('dataset'))).name}"
@@ -244,6 +263,20 @@ def run_qa(
     if stopped:
         raise RunError(stopped)
     return metrics
+
+
+def _calibration(path: Path, judge_llm: LLM, questions: Sequence[Question], records: Sequence[dict[str, Any]],
+                 limit: int, self_judged: bool) -> dict[str, Any]:
+    """The judge's calibration (kept in ``path``: a resumed finished run does not ask again)."""
+    if path.exists():
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        if kept.get("limit") == limit and kept.get("self_judged") == self_judged:
+            return kept
+    answered = [r for r in records if "error" not in r]
+    result = {"limit": limit, **calibrate_judge(judge_llm, [(q.text, q.answers) for q in questions], answered,
+                                                limit=limit, self_judged=self_judged)}
+    write_json_atomic(path, result)
+    return result
 
 
 def _log_error(path: Path, trace: str, question_id: str) -> None:
@@ -256,4 +289,7 @@ def metrics_row(metrics: dict[str, Any]) -> dict[str, Any]:
     """The columns of the markdown table, in the papers' order."""
     cols = ("method", "questions", "errors", "em", "f1", "acc", "judge", "rouge_l", "gold_doc_recall",
             "llm_calls_per_q", "tokens_per_q", "seconds_per_q", "parse_rate", "fallback_rate")
-    return {c: metrics[c] for c in cols if c in metrics}
+    row = {c: metrics[c] for c in cols if c in metrics}
+    if "judge" in row:
+        row["judge"] = judge_label(metrics)
+    return row

@@ -19,6 +19,15 @@ passage pool:
    - ``REL-1`` client 0: B_tr + all relevant passages; the others: B_tr;
    - ``SPLIT`` client i: its own relevant passages + a disjoint ``split_frac`` slice of B.
 
+   The paper's Table 2 compositions (``COMPOSITIONS``; one store shared by every client). With HN the
+   training questions' hard negatives inside B_tr and IRR-only = B_tr without them:
+
+   - ``REL-ONLY`` the training-relevant passages alone;
+   - ``HN+IRR``   B_tr (= ``IRR``: hard negatives + irrelevant passages, no relevant one);
+   - ``REL+HN``   the relevant passages + HN;
+   - ``REL+IRR``  the relevant passages + IRR-only;
+   - ``TOP1+IRR`` each training question's top-1 relevant passage + IRR-only.
+
    Test store i = client i's dev + test relevant passages + its background slice; it shares no
    passage with any training store.
 
@@ -36,7 +45,8 @@ from tandem.errors import ConfigError, DataError
 from tandem.eval.qa_metrics import normalize_answer
 from tandem.types import Document, Question
 
-VARIANTS = ("REL", "IRR", "REL-1", "SPLIT")
+COMPOSITIONS = ("REL-ONLY", "HN+IRR", "REL+HN", "REL+IRR", "TOP1+IRR")  # the paper's Table 2
+VARIANTS = ("REL", "IRR", "REL-1", "SPLIT", *COMPOSITIONS)
 HARD_NEGATIVE_RANKS = (6, 50)
 
 
@@ -163,7 +173,11 @@ def make_stores(splits: Sequence[ClientSplit], labels: dict[str, Labels], pool_i
     per_test = int(round(test_frac * n_bg))
     per_split = int(round(split_frac * n_bg))
     all_rel = list(dict.fromkeys(p for ids in train_rel for p in ids))
-    stores: dict[str, list[str]] = {"rel": all_rel + b_train, "irr": list(b_train)}
+    hard = {p for s in splits for q in s.train for p in labels[q.id].hard_negatives}
+    b_hard, b_irr = [p for p in b_train if p in hard], [p for p in b_train if p not in hard]
+    top1 = list(dict.fromkeys(labels[q.id].relevant[0] for s in splits for q in s.train))
+    stores: dict[str, list[str]] = {"rel": all_rel + b_train, "irr": list(b_train), "rel-only": list(all_rel),
+                                    "rel+hn": all_rel + b_hard, "rel+irr": all_rel + b_irr, "top1+irr": top1 + b_irr}
     for i in range(n):
         # SPLIT slices come from B_tr first (the paper's 10% slices of the 80%), then the rest of B_tr
         stores[f"split-{i}"] = train_rel[i] + b_train[i * per_split:(i + 1) * per_split]
@@ -173,11 +187,13 @@ def make_stores(splits: Sequence[ClientSplit], labels: dict[str, Labels], pool_i
         "IRR": ["irr"] * n,
         "REL-1": ["rel"] + ["irr"] * (n - 1),
         "SPLIT": [f"split-{i}" for i in range(n)],
+        "REL-ONLY": ["rel-only"] * n, "HN+IRR": ["irr"] * n, "REL+HN": ["rel+hn"] * n, "REL+IRR": ["rel+irr"] * n,
+        "TOP1+IRR": ["top1+irr"] * n,
     }
     central = {}
     for name, assigned in variants.items():
         union = set().union(*(stores[s] for s in assigned))
-        match = [s for s in ("rel", "irr") if set(stores[s]) == union]
+        match = [s for s in (*dict.fromkeys(assigned), "rel", "irr") if set(stores[s]) == union]
         central[name] = match[0] if match else _add_union(stores, name, union)
     return Stores(stores, variants, central, [f"test-{i}" for i in range(n)])
 
@@ -187,6 +203,24 @@ def _add_union(stores: dict[str, list[str]], variant: str, union: set[str]) -> s
     order = [p for s in stores.values() for p in s]
     stores[name] = [p for p in dict.fromkeys(order) if p in union]
     return name
+
+
+def _check_compositions(splits: Sequence[ClientSplit], labels: dict[str, Labels], stores: Stores,
+                        all_rel: set[str]) -> None:
+    """Table 2's stores hold what their names say (relevant / hard-negative / irrelevant passages)."""
+    hard = {p for s in splits for q in s.train for p in labels[q.id].hard_negatives} - all_rel
+    top1 = {labels[q.id].relevant[0] for s in splits for q in s.train}
+    store = {v: set(stores.stores[stores.variants[v][0]]) for v in COMPOSITIONS}
+    if store["REL-ONLY"] != all_rel:
+        raise DataError("REL-ONLY must hold the training-relevant passages and nothing else")
+    if not all_rel <= store["REL+HN"] or store["REL+HN"] - all_rel - hard:
+        raise DataError("REL+HN must hold every relevant passage and, besides them, hard negatives only")
+    if not all_rel <= store["REL+IRR"] or store["REL+IRR"] & hard:
+        raise DataError("REL+IRR must hold every relevant passage and no hard negative")
+    if store["TOP1+IRR"] & all_rel != top1 or store["TOP1+IRR"] & hard:
+        raise DataError("TOP1+IRR must hold each training question's top-1 relevant passage only, and no hard negative")
+    if store["HN+IRR"] & all_rel:
+        raise DataError("HN+IRR must hold no relevant passage")
 
 
 def check_bench(splits: Sequence[ClientSplit], labels: dict[str, Labels], stores: Stores) -> dict[str, Any]:
@@ -215,4 +249,5 @@ def check_bench(splits: Sequence[ClientSplit], labels: dict[str, Labels], stores
         own = {p for q in s.train for p in labels[q.id].relevant}
         if not own <= set(stores.stores[stores.variants["SPLIT"][i]]):
             raise DataError(f"SPLIT store of client {i} lacks some of its own relevant passages")
+    _check_compositions(splits, labels, stores, all_rel)
     return {name: len(ids) for name, ids in stores.stores.items()}

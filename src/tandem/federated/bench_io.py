@@ -159,6 +159,9 @@ class Bench:
     def train_store(self, variant: str, client: int | None) -> str:
         """Store name client ``client`` trains with under ``variant`` (None: the centralized store)."""
         if variant not in self.manifest["variants"]:
+            if variant in VARIANTS:
+                raise ConfigError(f"bench {self.folder} was built without the {variant} store (it has "
+                                  f"{sorted(self.manifest['variants'])}): build it again with `tandem federate build-bench`")
             raise ConfigError(f"unknown store variant {variant!r}; variants: {sorted(VARIANTS)}")
         return self.manifest["central"][variant] if client is None else self.manifest["variants"][variant][client]
 

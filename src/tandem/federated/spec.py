@@ -19,7 +19,8 @@ class RunSpec(Settings):
     (``tandem federate simulate``'s options are generated from these fields and the nested ones)."""
 
     bench: str = Field(description="bench folder from `tandem federate build-bench`")
-    variant: str = Field("REL", description="training-store variant (the bench's: REL, IRR, REL-1, SPLIT, REL-ONLY, ...)")
+    variant: str = Field("REL", description="training-store variant: REL | IRR | REL-1 | SPLIT, or one of the paper's "
+                                            "Table 2 compositions: REL-ONLY | HN+IRR | REL+HN | REL+IRR | TOP1+IRR")
     shots: int = Field(16, ge=1, description="labelled pairs per client (a k-shot set of the bench)")
     clients: int | None = Field(None, ge=1, description="use the first N clients of the bench (null: all)")
     rounds: int = Field(2, ge=1, description="FedAvg rounds (baselines train rounds x epochs epochs)")

@@ -3,6 +3,7 @@ land in the trace, and the brevity answer prompt the baselines use."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -11,11 +12,12 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from tandem.errors import ConfigError, ParseError
 from tandem.index.store import DocStore
+from tandem.llm.jsonparse import validate
 from tandem.llm.structured import bound_schema
 from tandem.llm.types import LLM, LLMRequest, LLMResponse, Message, constrains_json, context_window, fit_to_context
 from tandem.rerank.base import Reranker
 from tandem.retrieve.base import Retriever
-from tandem.types import Answer, Document, Hit, LLMCall, Question, Step, current_observer
+from tandem.types import OUTCOMES, Answer, Document, Hit, LLMCall, Question, Step, current_observer
 
 T = TypeVar("T")
 
@@ -130,9 +132,12 @@ def call_structured(llm: LLM, step: Step, role: Role, messages: Sequence[Message
     where the backend can), ``parse`` turns the reply into a value or raises ParseError. A failed reply
     is retried up to ``attempts`` calls in all: ``retry="repair"`` sends the conversation back with a
     repair instruction, ``"resample"`` asks the same prompt again sampling at ``retry_temperature``
-    (seed = attempt). A rejected reply's call carries ``parse_error`` and ``raw_reply``. The outcome (parsed / repaired / fallback) is recorded on the last call and a
-    fallback in ``step.notes["fallbacks"]`` as ``"<role>: <fallback>"``. Returns (value or None, the
-    first reply's text)."""
+    (seed = attempt). A rejected reply's call carries ``parse_error`` and ``raw_reply``. The outcome is
+    recorded on the last call (:func:`mark_exchange`): ``parsed`` when the first reply is strict JSON that
+    fits the role's schema, ``repaired`` when a retry was needed or ``parse`` had to coerce the reply
+    (prose around it, a flag written as a string, a bare Yes), ``fallback`` when nothing was usable (also
+    noted in ``step.notes["fallbacks"]`` as ``"<role>: <fallback>"``). Returns (value or None, the first
+    reply's text)."""
     if retry not in ("repair", "resample"):
         raise ConfigError(f"unknown retry mode {retry!r}; modes: ['repair', 'resample']")
     schema = role.bounded if send_schema else None
@@ -154,15 +159,34 @@ def call_structured(llm: LLM, step: Step, role: Role, messages: Sequence[Message
             elif retry_temperature > 0:
                 req = replace(req, temperature=retry_temperature, seed=attempt + 1)
             continue
-        _mark(step, "parsed" if attempt == 0 else "repaired")
+        mark_exchange(step, role.name, "parsed" if attempt == 0 and _strict(resp.text, role.schema) else "repaired")
         return value, first
-    _mark(step, "fallback")
-    step.notes.setdefault("fallbacks", []).append(f"{role.name}: {fallback or 'no usable reply'}")
+    mark_exchange(step, role.name, "fallback", fallback or "no usable reply")
     return None, first or ""
 
 
-def _mark(step: Step, outcome: str) -> None:
-    step.llm_calls[-1] = replace(step.llm_calls[-1], outcome=outcome)
+def _strict(text: str, schema: dict[str, Any]) -> bool:
+    """Whether ``text`` is one JSON value that fits ``schema`` as it stands (no coercion needed)."""
+    try:
+        return not validate(json.loads(text), schema)
+    except ValueError:
+        return False
+
+
+def mark_exchange(step: Step, role: str, outcome: str, fallback: str = "") -> None:
+    """Record how the reply of ``role`` (the step's last call of that role, its repair calls included) was
+    read: ``parsed`` (as the prompt asks), ``repaired`` (after a retry, or read by a lenient rule such as an
+    answer marker without its "So") or ``fallback`` (not usable: the method used ``fallback`` instead, noted in
+    ``step.notes["fallbacks"]``). Every marked exchange counts in the run's protocol health per role, so
+    ``fallback_rate`` moves whenever a method falls back. A fallback with no call of ``role`` is only noted."""
+    if outcome not in OUTCOMES:
+        raise ValueError(f"unknown outcome {outcome!r}; outcomes: {list(OUTCOMES)}")
+    for i in range(len(step.llm_calls) - 1, -1, -1):
+        if step.llm_calls[i].role.split(":", 1)[0] == role:
+            step.llm_calls[i] = replace(step.llm_calls[i], outcome=outcome)
+            break
+    if outcome == "fallback":
+        step.notes.setdefault("fallbacks", []).append(f"{role}: {fallback or 'no usable reply'}")
 
 
 def format_docs(docs: Sequence[Document]) -> str:

@@ -25,7 +25,7 @@ from tandem.compose import Parts, dense_search
 from tandem.errors import ConfigError
 from tandem.llm.types import LLM, Message
 from tandem.methods import cooprag_prompts as P
-from tandem.methods.base import Search, call_llm, call_structured, role_budgets
+from tandem.methods.base import Search, call_llm, call_structured, mark_exchange, role_budgets
 from tandem.methods.settings import CoopRAGSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
@@ -117,9 +117,12 @@ class CoopRAG:
             step = trace.add(Step("answer"))
             text = P.parse_answer(call_llm(self.llm, step, "answer", P.answer_messages(question, subs, completed, docs),
                                            max_tokens=self.max_tokens["answer"], temperature=self.temperature))
+        role = "one_call" if self.one_call else "answer"
         if not text:
             text = P.chain_answer(completed)
-            step.notes.setdefault("fallbacks", []).append("answer: empty answer, the completed chain's last tail")
+            mark_exchange(step, role, "fallback", "empty answer, the completed chain's last tail")
+        elif not self.one_call:
+            mark_exchange(step, role, "parsed")
         return text
 
     def answer(self, question: Question) -> Answer:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tandem.compose import Parts, build_reranker, dense_search, load_role_llms
+from tandem.compose import Parts, dense_search, load_role_llms, read_with_reranker
 from tandem.errors import ConfigError
 from tandem.llm.types import LLM, Message
 from tandem.methods import dualrag_prompts as P
@@ -44,6 +44,7 @@ from tandem.methods.base import (
     call_llm,
     call_structured,
     clean_answer,
+    mark_exchange,
     role_budgets,
 )
 from tandem.methods.ircot import extract_answer, first_sentence
@@ -135,7 +136,8 @@ class DualRAG:
         self.use_reasoner, self.use_entity_identifier, self.use_outline = s.use_reasoner, s.use_entity_identifier, s.use_outline
         self.answer_style, self.max_entities, self.temperature = s.answer_style, s.max_entities, s.temperature
         self.send_schema = s.send_schema
-        self.roles, self.max_tokens = role_budgets(P.STRUCTURED_ROLES, MAX_TOKENS, s.max_tokens, "DualRAG")
+        roles = {**P.STRUCTURED_ROLES, P.ENTITY_IDENTIFIER.name: P.entity_role(s.max_entities)}
+        self.roles, self.max_tokens = role_budgets(roles, MAX_TOKENS, s.max_tokens, "DualRAG")
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -168,7 +170,9 @@ class DualRAG:
             raw = call_llm(self.llms[P.THOUGHT_ROLE], step, P.THOUGHT_ROLE,
                            P.thought_messages(outline.render(), question, thoughts),
                            max_tokens=self.max_tokens[P.THOUGHT_ROLE], temperature=self.temperature, stop=("\n",))
-            thought = first_sentence(raw) or question
+            thought = first_sentence(raw)
+            mark_exchange(step, P.THOUGHT_ROLE, "parsed" if thought else "fallback", "empty thought: the question")
+            thought = thought or question
             return thought, extract_answer(thought) is None
         parsed, raw = self._json(step, P.REASONER, P.reasoner_messages(outline.render(), question, thoughts),
                                  P.parse_reasoner, "raw text as the thought")
@@ -236,7 +240,8 @@ def build(parts: Parts, s: DualRAGSettings) -> DualRAG:
     """DualRAG over the index's search (its dense part for keywords unless ``keyword_retriever="index"``),
     with the settings' reranker and role LLMs."""
     search = parts.need_search("dualrag")
-    if s.keyword_retriever == "dense":
+    if s.keyword_retriever == "dense" and s.first_stage == "index":
         search = dense_search(parts, search)
-    return DualRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, parts.index),
+    search, reranker = read_with_reranker(parts, "dualrag", s, search, same_query=False)  # keywords retrieve,
+    return DualRAG(parts.llm, search, s, reranker=reranker,                               # the entity reranks
                    role_llms=load_role_llms(parts.llm, s.role_llms))

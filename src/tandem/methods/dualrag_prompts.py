@@ -48,7 +48,7 @@ REASONER_SCHEMA: dict[str, Any] = {
 }
 ENTITY_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"entities": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
+    "properties": {"entities": {"type": "array", "minItems": 1, "maxItems": 5, "items": {
         "type": "object",
         "properties": {"entity": {**_TEXT, "maxLength": 60},
                        "keywords": {"type": "array", "minItems": 1, "maxItems": 3, "items": _TEXT}},
@@ -60,7 +60,23 @@ SUMMARY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"notes": _TEX
 # Structured roles: schema, the token budget its strings are bounded by (the max_tokens of a
 # grammar-decoded reply, which then cannot be cut off), and the cap for prompt-only backends.
 REASONER = Role("reasoner", REASONER_SCHEMA, budget=1024, prompt_max_tokens=128)
-ENTITY_IDENTIFIER = Role("entity_identifier", ENTITY_SCHEMA, budget=3072, prompt_max_tokens=160)
+# The paper caps no entity list (``max_entities`` null); a grammar needs a bound, so a schema-decoded reply holds at
+# most DECODED_ENTITIES (5; a prompt-only reply is not capped), each keeping ~1,000 tokens of budget.
+DECODED_ENTITIES = 5
+_ENTITY_TOKENS = 1024
+ENTITY_IDENTIFIER = Role("entity_identifier", ENTITY_SCHEMA, budget=DECODED_ENTITIES * _ENTITY_TOKENS,
+                         prompt_max_tokens=160)
+
+
+def entity_role(max_entities: int | None) -> Role:
+    """The Entity Identifier's role for a cap on entities: ``None`` = the decoding bound alone (DECODED_ENTITIES);
+    a cap n puts maxItems = n in the schema (the budget scales with it)."""
+    if max_entities is None:
+        return ENTITY_IDENTIFIER
+    entities = {**ENTITY_SCHEMA["properties"]["entities"], "maxItems": max_entities}
+    schema = {**ENTITY_SCHEMA, "properties": {"entities": entities}}
+    return Role(ENTITY_IDENTIFIER.name, schema, budget=max_entities * _ENTITY_TOKENS,
+                prompt_max_tokens=ENTITY_IDENTIFIER.prompt_max_tokens)
 SUMMARIZER = Role("summarizer", SUMMARY_SCHEMA, budget=1536, prompt_max_tokens=160)
 STRUCTURED_ROLES = {r.name: r for r in (REASONER, ENTITY_IDENTIFIER, SUMMARIZER)}
 SCHEMAS: dict[str, dict[str, Any]] = {name: role.bounded for name, role in STRUCTURED_ROLES.items()}

@@ -41,6 +41,7 @@ from tandem.methods.base import (
     call_structured,
     clean_answer,
     format_docs,
+    mark_exchange,
     search_reranked,
 )
 from tandem.methods.settings import GenGroundSettings
@@ -199,8 +200,7 @@ class GenGround:
         reply = call_llm(self.llm, step, "ground", [Message("system", GROUND_SYSTEM), Message("user", user)],
                          max_tokens=self.ground_tokens, temperature=self.temperature)
         grounded = parse_ground(reply)
-        if grounded is None:
-            step.notes.setdefault("fallbacks", []).append("ground: no <ref> tag; batch taken as empty")
+        mark_exchange(step, "ground", "parsed" if grounded is not None else "fallback", "no <ref> tag; batch taken as empty")
         return grounded
 
     def answer(self, question: Question) -> Answer:

@@ -7,6 +7,10 @@
         if ANSWER_MARKER in t: break
         docs <- retrieve(t)            (policy "replace", DualRAG)  or  docs + retrieve(t)  ("accumulate", FlashRAG)
     answer <- text after ANSWER_MARKER, or one brief answer call over docs + thoughts if it never came
+
+Every question's "reason" exchange is marked (:func:`tandem.methods.base.mark_exchange`): ``parsed`` when
+the thought carries the exact marker, ``repaired`` when only the lenient one ("the answer is:"), and
+``fallback`` when no marker came (the brief answer call), so ``fallback_rate`` counts it.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from tandem.methods.base import (
     call_llm,
     clean_answer,
     format_docs,
+    mark_exchange,
     search_reranked,
 )
 from tandem.methods.settings import IRCoTSettings
@@ -47,6 +52,7 @@ DEMO = (
 )
 # the paper's marker, matched leniently: small models drop the "So"
 _MARKER = re.compile(r"(?:so\s+)?the answer is\s*:", re.IGNORECASE)
+_EXACT_MARKER = re.compile(r"so\s+the answer is\s*:", re.IGNORECASE)
 _PERIOD = re.compile(r"\.(\s|$)")
 _ABBREVIATIONS = {"dr", "mr", "mrs", "ms", "st", "jr", "sr", "vs", "no", "mt", "ft", "e.g", "i.e", "etc", "inc", "co"}
 
@@ -68,6 +74,14 @@ def extract_answer(thought: str) -> str | None:
     """The text after the answer marker, or None if the marker is absent (case-insensitive)."""
     match = _MARKER.search(thought)
     return clean_answer(thought[match.end():]) if match else None
+
+
+def marker_outcome(text: str) -> str:
+    """How a reply's answer marker was read: ``parsed`` (the prompt's "So the answer is:"), ``repaired``
+    (the lenient "the answer is:"), ``fallback`` (none)."""
+    if _EXACT_MARKER.search(text):
+        return "parsed"
+    return "repaired" if _MARKER.search(text) else "fallback"
 
 
 class IRCoT:
@@ -111,12 +125,14 @@ class IRCoT:
             found = extract_answer(thought)
             if found is not None:
                 step.notes["stop"] = "answer marker"
+                mark_exchange(step, "reason", marker_outcome(thought))
                 return Answer(question.id, found, trace, self.name)
             if not thought:
                 step.notes["stop"] = "empty thought"
                 break
             if i + 1 < self.max_steps:
                 docs = self._retrieve(trace, step, thought, docs)
+        mark_exchange(step, "reason", "fallback", "no answer marker: one brief answer call")
         final = trace.add(Step("answer", notes={"reason": "no answer marker within the step cap"}))
         text = call_llm(self.llm, final, "answer",
                         brief_answer_messages(question.text, docs, "Reasoning so far:\n" + "\n".join(thoughts)),

@@ -7,6 +7,8 @@
         docs <- rerank(q_t, retrieve(q_t, candidates))[:k]     (no reranker: retrieve(q_t, k))
         y_t <- LLM(docs, question)                    # a chain of thought ending in ANSWER_MARKER
     answer <- text after ANSWER_MARKER in y_T, or one brief answer call over docs + y_T if it is missing
+
+The last generation's exchange is marked as IRCoT's is (``parsed`` / ``repaired`` / ``fallback``).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from tandem.methods.base import (
     call_llm,
     clean_answer,
     format_docs,
+    mark_exchange,
     search_reranked,
 )
-from tandem.methods.ircot import ANSWER_MARKER, DEMO, extract_answer
+from tandem.methods.ircot import ANSWER_MARKER, DEMO, extract_answer, marker_outcome
 from tandem.methods.settings import IterRetGenSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
@@ -64,6 +67,8 @@ class IterRetGen:
                                   max_tokens=self.max_tokens, temperature=self.temperature)
             step.notes["generation"] = generation
         found = extract_answer(generation)
+        mark_exchange(trace.steps[-1], "generate", marker_outcome(generation),
+                      "no answer marker in the last generation: one brief answer call")
         if found is not None:
             return Answer(question.id, found, trace, self.name)
         final = trace.add(Step("answer", notes={"reason": "no answer marker in the last generation"}))

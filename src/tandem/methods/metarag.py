@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tandem.compose import Parts, build_reranker
+from tandem.compose import Parts, read_with_reranker
 from tandem.errors import ConfigError, ParseError
 from tandem.index.encoder import Encoder
 from tandem.llm.jsonparse import parse_json
@@ -45,6 +45,7 @@ from tandem.methods.base import (
     call_structured,
     clean_answer,
     format_docs,
+    mark_exchange,
     search_reranked,
 )
 from tandem.methods.settings import MetaRAGSettings
@@ -188,7 +189,10 @@ class MetaRAG:
             rewrite = call_llm(self.llm, step, "rewrite",
                                [Message("system", REWRITE_SYSTEM), Message("user", f"Question: {question}\nQuery:")],
                                max_tokens=32, temperature=self.temperature)
-            query = clean_answer(rewrite)[: self.rewrite_chars] or question[: self.rewrite_chars]
+            query = clean_answer(rewrite)[: self.rewrite_chars]
+            mark_exchange(step, "rewrite", "parsed" if query else "fallback",
+                          f"empty rewrite: the question's first {self.rewrite_chars} characters as the query")
+            query = query or question[: self.rewrite_chars]
             seen = {d.id for d in docs}
             docs = docs + [d for d in self._retrieve(trace, step, query) if d.id not in seen]
             return docs, " ".join([SUGGEST_RETRIEVED, *tips])
@@ -224,7 +228,7 @@ def build(parts: Parts, s: MetaRAGSettings) -> MetaRAG:
     from tandem.index.encoder import load_encoder
     from tandem.models import DEFAULT_ENCODER
 
-    search = parts.need_search("metarag")
+    search, reranker = read_with_reranker(parts, "metarag", s)
     index = parts.index
 
     def encoder() -> Encoder:
@@ -232,4 +236,4 @@ def build(parts: Parts, s: MetaRAGSettings) -> MetaRAG:
             return index.encoder
         return load_encoder(s.monitor_encoder or DEFAULT_ENCODER)
 
-    return MetaRAG(parts.llm, search, s, reranker=build_reranker(s, search.store, index), encoder=encoder)
+    return MetaRAG(parts.llm, search, s, reranker=reranker, encoder=encoder)

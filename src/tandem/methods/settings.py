@@ -36,6 +36,10 @@ class RerankSettings(Settings):
     reranker_model: str | None = Field(None, description="the cross-encoder (local folder or hub name, e.g. "
                                                          "BAAI/bge-reranker-v2-m3); for bi_encoder, another encoder", json_schema_extra=SERVER_ONLY)
     min_score: float | None = Field(0.0, description="cross_encoder only: keep raw logits > min_score; null keeps all", json_schema_extra=SERVER_ONLY)
+    first_stage: Literal["index", "bm25", "dense", "hybrid"] = Field(
+        "index", description="where the candidates come from: index = the run's retriever; bm25 / dense / hybrid = "
+                             "that part of the index. A bi_encoder over a dense first stage with the same encoder "
+                             "reorders nothing: such a run is told so and skips the reranker", json_schema_extra=SERVER_ONLY)
 
 
 class ReadSettings(RerankSettings):
@@ -170,7 +174,7 @@ class IterRetGenSettings(ReadSettings):
     """Iter-RetGen (docs/methods/baselines.md): retrieve with the question plus the previous generation, generate,
     ``iterations`` times."""
 
-    iterations: int = Field(3, ge=1, description="retrieval-generation rounds (paper and DualRAG's runs: 3)")
+    iterations: int = Field(3, ge=1, description="retrieval-generation rounds (FlashRAG's runs: 3)")
     temperature: float = _temperature()
     max_tokens: int = Field(256, ge=1, description="tokens per generation (a chain of thought ending in the answer)")
 

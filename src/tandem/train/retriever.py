@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tandem.errors import DataError
 from tandem.index.store import DocStore
 from tandem.models import offline_env, resolve_model
 from tandem.outdir import atomic_dir
@@ -114,9 +115,23 @@ def alpha_summary(questions: Sequence[TrainQuestion]) -> dict[str, Any]:
     return {"n_sub_sources": sources, "alpha_counts": dict(sorted(alphas.items()))}
 
 
+def _pool_negative(pool: Sequence[str], positives: Sequence[str], rng: random.Random) -> str:
+    """A random pool passage that is not one of ``positives`` (a question without hard negatives)."""
+    for _ in range(64):
+        choice = rng.choice(pool)
+        if choice not in positives:
+            return choice
+    others = [p for p in pool if p not in positives]
+    if not others:
+        raise DataError("every passage of the pool is a gold passage of one question: no negative to train against")
+    return rng.choice(others)
+
+
 def epoch_instances(questions: Sequence[TrainQuestion], pool: Sequence[str], rng: random.Random) -> list[Instance]:
-    """One instance per gold passage with a fresh hard negative, shuffled."""
-    out = [Instance(q.id, q.query, pos, rng.choice(q.negatives) if q.negatives else rng.choice(pool), q.n_sub)
+    """One instance per gold passage with a fresh negative, shuffled: one of the question's hard negatives, or
+    a random pool passage that is none of its gold passages."""
+    out = [Instance(q.id, q.query, pos, rng.choice(q.negatives) if q.negatives else _pool_negative(pool, q.positives, rng),
+                    q.n_sub)
            for q in questions for pos in q.positives]
     rng.shuffle(out)
     return out
