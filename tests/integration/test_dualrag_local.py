@@ -40,7 +40,7 @@ def test_dualrag_one_question_on_local_models(tmp_path):
     reasoner = [c for c in steps[0].llm_calls if c.role.startswith("reasoner")]
     # the recorded thought is the Reasoner's (last, usable) reply parsed; greedy: it asks to retrieve every run
     assert P.parse_reasoner(reasoner[-1].output) == (first["thought"], True) and first["thought"]
-    # the retrieval step: entities with their keywords, at most rerank_topk hits each, the outline recorded
+    # the retrieval step: entities with their keywords, at most k hits each, the outline recorded
     assert first["entities"] and all(len(ids) <= 3 for ids in first["hits"].values())
     assert steps[0].queries and steps[0].hits and answer.trace.docs_read
     assert set(answer.trace.docs_read) <= set(question.metadata["context_ids"])

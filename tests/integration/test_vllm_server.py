@@ -81,7 +81,7 @@ def test_server_is_detected_as_vllm_and_decodes_under_the_schema(vllm):
 @pytest.mark.parametrize(("method", "settings"), [
     ("naive_rag", {}),
     ("ircot", {"max_steps": 2}),
-    ("dualrag", {"max_iter": 2, "topk": 10, "rerank_topk": 3}),
+    ("dualrag", {"max_iter": 2, "candidates": 10, "k": 3}),
     ("cooprag", {"n": 10, "k": 3, "reranker": "none"}),
 ])
 def test_methods_end_to_end_with_schema_decoding(vllm, dev, method, settings):

@@ -99,7 +99,7 @@ def test_genground_stops_grounding_at_the_first_non_empty_batch(search):
         _plan(finished=True),
         "Vistula",
     ])
-    ans = build_method("genground", llm, search, reranker="none", rerank_topk=4, batch=1,
+    ans = build_method("genground", llm, search, reranker="none", k=4, batch=1,
                        ground_format="tags").answer(QUESTION)
     first, second, final = ans.trace.steps
     assert [s.name for s in ans.trace.steps] == ["iteration 1", "iteration 2", "answer"]
@@ -117,7 +117,7 @@ def test_genground_keeps_the_generated_answer_without_evidence_and_respects_the_
     llm = FakeLLM(responses=[_plan("Where was Marie Curie born?", "Warsaw"), "no tags at all", "<ref>Empty</ref>",
                              _plan("Which river flows through Warsaw?", "Vistula"), "<ref> Empty </ref>",
                              "<ref> Empty </ref>", "Vistula"])
-    ans = build_method("genground", llm, search, reranker="none", rerank_topk=2, batch=1, max_iter=2,
+    ans = build_method("genground", llm, search, reranker="none", k=2, batch=1, max_iter=2,
                        ground_format="tags").answer(QUESTION)
     first, second, _ = ans.trace.steps
     assert first.notes["answer"] == "Warsaw" and first.notes["grounded_batch"] is None
@@ -204,7 +204,7 @@ def test_genground_must_ask_a_sub_question_before_it_may_finish(search):
     llm = FakeLLM(responses=[_plan(finished=True), _plan("Where was Marie Curie born?", "Warsaw"),
                              _ground("Marie Curie was born in Warsaw.", "Warsaw"),
                              _plan(finished=True), "Vistula"])
-    ans = build_method("genground", llm, search, reranker="none", rerank_topk=1, batch=1).answer(QUESTION)
+    ans = build_method("genground", llm, search, reranker="none", k=1, batch=1).answer(QUESTION)
     first, second, _ = ans.trace.steps
     # the first plan is asked under ASK_SCHEMA: finished can only be false, the sub-question non-empty
     schema = llm.calls[0].json_schema
@@ -258,7 +258,7 @@ def test_metarag_prompt_only_monitor_and_unusable_judgement_fall_back_visibly(se
 def test_genground_json_grounding_stops_at_evidence_and_records_unusable_replies(search):
     llm = FakeLLM(responses=[_plan("Where was Marie Curie born?", "Paris"), "no json", "still none",
                              _ground("Marie Curie was born in Warsaw.", "Warsaw."), _plan(finished=True), "Warsaw"])
-    ans = build_method("genground", llm, search, reranker="none", rerank_topk=4, batch=1).answer(QUESTION)
+    ans = build_method("genground", llm, search, reranker="none", k=4, batch=1).answer(QUESTION)
     first = ans.trace.steps[0]
     assert [c.role for c in first.llm_calls] == ["plan", "ground", "ground:repair", "ground"]
     assert llm.calls[1].json_schema == GROUND.bounded and GROUND.bounded["properties"]["evidence"]["maxLength"] == 200

@@ -46,7 +46,7 @@ class Roles:
         }
 
     def method(self, search: Search, **hyper) -> DualRAG:
-        hyper.setdefault("rerank_topk", 2)
+        hyper.setdefault("k", 2)
         reranker = hyper.pop("reranker", None)  # a test reranker object; settings hold only the algorithm's
         return DualRAG(self.llms["answer"], search, DualRAGSettings.from_dict(hyper), reranker=reranker,
                        role_llms=self.llms)
@@ -126,7 +126,7 @@ def test_union_by_id_keeps_best_score_in_order():
 def test_without_reranker_keeps_retrieval_order_top_k(search):
     roles = Roles(reasoner=[think("need"), think("done", False)], entity=[plan(("Warsaw", ["Warsaw", "Vistula river"]))],
                   summarizer=["Warsaw is on the Vistula."])
-    ans = roles.method(search, reranker=None, rerank_topk=3).answer(QUESTION)
+    ans = roles.method(search, reranker=None, k=3).answer(QUESTION)
     hits = ans.trace.steps[0].hits
     union = union_by_id(search.retriever.search_batch(["Warsaw", "Vistula river"], 50))
     assert [h.doc_id for h in hits] == [h.doc_id for h in union[:3]]
@@ -198,7 +198,7 @@ def test_entity_linking_appends_and_skips_read_documents(search):
     roles = Roles(reasoner=[think("need"), think("need more"), think("done", False)],
                   entity=[plan(("Marie Curie", ["Marie Curie"])), plan(("marie curie", ["Curie Nobel Prizes", "Paris"]))],
                   summarizer=["Marie Curie was born in Warsaw.", "She won two Nobel Prizes."])
-    ans = roles.method(search, rerank_topk=2).answer(QUESTION)
+    ans = roles.method(search, k=2).answer(QUESTION)
     s1, s2 = ans.trace.steps[:2]
     read_first = set(s1.notes["hits"]["Marie Curie"])
     assert s2.notes["entities"] == {"Marie Curie": ["Curie Nobel Prizes", "Paris"]}  # linked to the known name

@@ -67,7 +67,7 @@ def test_metarag_empty_rewrite_is_a_counted_fallback(search):
 def test_genground_tags_without_ref_is_a_counted_fallback(search):
     llm = FakeLLM([_plan("Where was Marie Curie born?", "Warsaw"), "no tags at all",
                    "<ref>Marie Curie was born in Warsaw.</ref><revise>Warsaw</revise>", _plan(finished=True), "Vistula"])
-    ans = build_method("genground", llm, search, reranker="none", rerank_topk=2, batch=1,
+    ans = build_method("genground", llm, search, reranker="none", k=2, batch=1,
                        ground_format="tags").answer(QUESTION)
     assert rate(ans, "ground") == (2, 1, 0, 1)
     assert ans.trace.steps[0].notes["fallbacks"] == ["ground: no <ref> tag; batch taken as empty"]
