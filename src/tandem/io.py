@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import json
 import os
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tandem.errors import DataError
+from tandem.errors import DataError, WriteError
 
 
 @dataclass
@@ -100,6 +101,19 @@ def is_json_array_file(path: Path) -> bool:
     return head.startswith(b"[")
 
 
+#: Write failures that are the machine's, not tandem's or the input's: disk full, quota, read-only, no permission.
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG})
+
+
+def write_error(exc: OSError, target: Path | str, what: str = "") -> WriteError | None:
+    """The :class:`WriteError` for an OSError of :data:`WRITE_ERRNOS` met while writing ``target``
+    (``what``: what it is, e.g. "index"), naming the file the system refused; None for other errors."""
+    if exc.errno not in WRITE_ERRNOS:
+        return None
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(target) else ""
+    return WriteError(f"cannot write {what + ' ' if what else ''}{target}: {exc.strerror}{where}")
+
+
 #: ``place(tmp, target)``: puts a finished temp file or folder at its target.
 Place = Callable[[Path, Path], None]
 
@@ -112,12 +126,30 @@ def _remove(path: Path) -> None:
             os.unlink(path)
 
 
+def _make_temp(target: Path, folder: bool, suffix: str | None, tmp_name: str | None) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if tmp_name is not None:
+        tmp = target.parent / tmp_name
+        if folder:
+            tmp.mkdir()
+        else:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        return tmp
+    prefix = f".{target.name}."
+    if folder:
+        return Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix or "", dir=target.parent))
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp" if suffix is None else suffix, dir=target.parent)
+    os.close(fd)
+    return Path(name)
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | Path, *, folder: bool = False, suffix: str | None = None, tmp_name: str | None = None,
                 place: Place = os.replace) -> Iterator[Path]:
     """Yield a temp path beside ``target`` to write into; when the block succeeds ``place(tmp, target)``
     puts it into place (default: ``os.replace``), and if anything raises, the temp file or folder is
-    removed, so readers see the old ``target`` or the new one, never a half-written one.
+    removed, so readers see the old ``target`` or the new one, never a half-written one. A full disk or
+    a read-only or unwritable target (:data:`WRITE_ERRNOS`) is a :class:`WriteError` naming ``target``.
 
     The one "write to a temp path, then rename" of tandem: files (``folder=False``: the temp file exists,
     empty) and folders (``folder=True``: an empty temp folder). ``tmp_name`` fixes the temp's name (it
@@ -126,25 +158,17 @@ def atomic_path(target: str | Path, *, folder: bool = False, suffix: str | None 
     and swaps it with the old one) or keep an existing target (the temp is then removed).
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    prefix = f".{target.name}."
-    if tmp_name is not None:
-        tmp = target.parent / tmp_name
-        if folder:
-            tmp.mkdir()
-        else:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-    elif folder:
-        tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix or "", dir=target.parent))
-    else:
-        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp" if suffix is None else suffix, dir=target.parent)
-        os.close(fd)
-        tmp = Path(name)
+    try:
+        tmp = _make_temp(target, folder, suffix, tmp_name)
+    except OSError as exc:
+        raise write_error(exc, target) or exc from exc
     try:
         yield tmp
         place(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         _remove(tmp)
+        if isinstance(exc, OSError) and (error := write_error(exc, target)) is not None:
+            raise error from exc
         raise
     if tmp.exists() and tmp != target:  # ``place`` kept the existing target (a concurrent writer won)
         _remove(tmp)
