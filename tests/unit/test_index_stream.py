@@ -16,13 +16,14 @@ import bm25s
 import numpy as np
 import pytest
 
-from tandem.errors import ConfigError, DataError, IndexError_
+from tandem.errors import ConfigError, DamagedError, DataError, IndexError_
 from tandem.index import add_documents, build_index, corpus_hash, open_index
 from tandem.index.bm25 import DEFAULT_BM25, tokenize
 from tandem.index.manifest import MANIFEST
 from tandem.index.store import DiskDocs, DocStore
 from tandem.index.stream import PROGRESS, work_dir
 from tandem.index.vectors import FaissStore, build_store
+from tandem.outdir import MARKER
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder
 from tandem.types import Document
@@ -296,7 +297,12 @@ def test_a_truncated_docs_file_is_a_clear_error(tmp_path):
     build_index(corpus(6), tmp_path / "idx", kind="bm25")
     docs_file = tmp_path / "idx" / "docs.jsonl"
     docs_file.write_bytes(docs_file.read_bytes()[:-10])
-    with pytest.raises(IndexError_, match=r"unreadable documents .*docs.offsets.npy does not match docs.jsonl"):
+    with pytest.raises(DamagedError, match=r"docs.jsonl is \d+ bytes, \d+ were written: the file is damaged; rebuild"):
+        open_index(tmp_path / "idx")
+    marker = json.loads((tmp_path / "idx" / MARKER).read_text())
+    del marker["files"]  # a folder from before the file records: the offsets still catch it
+    (tmp_path / "idx" / MARKER).write_text(json.dumps(marker))
+    with pytest.raises(DamagedError, match=r"cannot read .*docs.jsonl .*docs.offsets.npy does not match docs.jsonl"):
         open_index(tmp_path / "idx")
 
 

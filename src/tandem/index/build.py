@@ -46,7 +46,7 @@ from tandem.index.vectors import (
     open_store,
     training_rows,
 )
-from tandem.io import atomic_open
+from tandem.io import atomic_open, write_error
 from tandem.models import DEFAULT_ENCODER, canonical_name
 from tandem.outdir import (
     MARKER,
@@ -114,7 +114,7 @@ def build_index(
         recover_swap(out)
         check_owned(out, "index", replacing=True)  # before any work
         work = WorkFolder(work_dir(out), signature)
-        with _work_kept(work):
+        with _work_kept(work, out):
             _encode(docs, work, encoding if "dense" in components else None, shard_size, on_progress)
             with atomic_dir(out, "index") as tmp:
                 _assemble(tmp, manifest, work, None, bm25_params, dense_params)
@@ -159,7 +159,7 @@ def add_documents(
         signature = {"add_to": manifest.corpus_hash, "encoder": manifest.encoder, "batch_size": batch_size,
                      "shard_size": shard_size}
         work = WorkFolder(work_dir(src), signature)
-        with _work_kept(work):
+        with _work_kept(work, src):
             _encode(docs, work, encoding if enc is not None else None, shard_size, on_progress)
             with atomic_dir(src, "index") as tmp:
                 _assemble(tmp, manifest, work, src, manifest.params.get("bm25"), manifest.params.get("dense"))
@@ -169,17 +169,20 @@ def add_documents(
 
 
 @contextlib.contextmanager
-def _work_kept(work: WorkFolder) -> Iterator[None]:
+def _work_kept(work: WorkFolder, out: Path) -> Iterator[None]:
     """What becomes of the work folder when a build fails: a refused input (a ``TandemError`` of
     exit code 2, e.g. a duplicate id) removes it; a write failure (full disk, read-only target) keeps
     the finished shards and names the folder with how to resume or remove it."""
     try:
         yield
-    except WriteError as exc:
+    except (WriteError, OSError) as exc:
+        error = exc if isinstance(exc, WriteError) else write_error(exc, out, "index")
+        if error is None:
+            raise
         if not work.shards:
             work.remove()
-            raise
-        raise WriteError(f"{exc}; the {work.count} documents encoded so far are kept in {work.path}: free space "
+            raise error from exc
+        raise WriteError(f"{error}; the {work.count} documents encoded so far are kept in {work.path}: free space "
                          f"and run the same command again to resume there, or delete that folder") from exc
     except TandemError as exc:
         if exc.exit_code == 2:
@@ -462,11 +465,11 @@ def verify_index(folder: str | Path) -> dict[str, Any]:
     checked (``files``: how many were hashed, 0 for a folder built before the records existed)."""
     path = Path(folder)
     recover_swap(path)
-    Manifest.load(path)  # a clear error for a folder that is not an index
     problems = damaged_files(path, deep=True)
     if problems:
         lines = "; ".join(f"{path / rel} {problem} ({repair_hint(path, rel)})" for rel, problem in problems)
         raise DamagedError(f"index {path}: {len(problems)} damaged file{'s' if len(problems) > 1 else ''}: {lines}")
+    Manifest.load(path)  # a clear error for a folder that is not an index
     index = open_index(path)
     _ = len(index.store), index.store.ids  # every docs.jsonl line parsed
     components = ["docs"]
