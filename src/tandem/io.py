@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import tempfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,26 @@ def open_bytes(path: Path) -> IO[bytes]:
     return open(path, "rb")
 
 
+@contextlib.contextmanager
+def unpacking(path: Path) -> Iterator[None]:
+    """Around reads of :func:`open_bytes`: a `.gz` file that is not gzip, or is cut short, is a DataError."""
+    try:
+        yield
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise DataError(f"not a readable gzip file ({exc})", str(path)) from exc
+
+
+#: What ``json.loads`` raises for a malformed document: a syntax error, or nesting too deep to parse.
+JSON_ERRORS = (json.JSONDecodeError, RecursionError)
+
+
+def json_problem(exc: Exception) -> str:
+    """The message for one of :data:`JSON_ERRORS`."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"malformed JSON ({exc.msg} at column {exc.colno})"
+    return "malformed JSON (nested too deeply to read)"
+
+
 def read_jsonl(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) from a JSONL file (optionally .gz).
 
@@ -52,7 +73,7 @@ def read_jsonl(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | N
         handle = open_bytes(path)
     except OSError as exc:
         raise DataError(f"cannot open: {exc.strerror}", str(path)) from exc
-    with handle:
+    with handle, unpacking(path):
         for line_no, raw in enumerate(handle, start=1):
             try:
                 text = raw.decode("utf-8")
@@ -63,8 +84,8 @@ def read_jsonl(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | N
                 continue
             try:
                 obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                stats.skip_or_raise(DataError(f"malformed JSON ({exc.msg} at column {exc.colno})", str(path), line_no), skip_bad)
+            except JSON_ERRORS as exc:
+                stats.skip_or_raise(DataError(json_problem(exc), str(path), line_no), skip_bad)
                 continue
             if not isinstance(obj, dict):
                 stats.skip_or_raise(DataError(f"expected a JSON object, got {type(obj).__name__}", str(path), line_no), skip_bad)
@@ -79,12 +100,14 @@ def read_json_records(path: str | Path, *, skip_bad: bool = False,
     stats = stats if stats is not None else ReadStats()
     path = Path(path)
     try:
-        with open_bytes(path) as handle:
+        with open_bytes(path) as handle, unpacking(path):
             data = json.loads(handle.read().decode("utf-8"))
+    except OSError as exc:
+        raise DataError(f"cannot open: {exc.strerror}", str(path)) from exc
     except UnicodeDecodeError as exc:
         raise DataError(f"not valid UTF-8 (byte {exc.start})", str(path)) from exc
-    except json.JSONDecodeError as exc:
-        raise DataError(f"malformed JSON ({exc.msg})", str(path), exc.lineno) from exc
+    except JSON_ERRORS as exc:
+        raise DataError(json_problem(exc), str(path), getattr(exc, "lineno", None)) from exc
     if not isinstance(data, list):
         raise DataError("expected a JSON array of records", str(path))
     for i, obj in enumerate(data, start=1):
@@ -96,7 +119,7 @@ def read_json_records(path: str | Path, *, skip_bad: bool = False,
 
 def is_json_array_file(path: Path) -> bool:
     """True if the file's first non-space byte opens a JSON array."""
-    with open_bytes(path) as handle:
+    with open_bytes(path) as handle, unpacking(path):
         head = handle.read(4096).lstrip()
     return head.startswith(b"[")
 
