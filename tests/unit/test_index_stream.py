@@ -15,6 +15,7 @@ from functools import partial
 import bm25s
 import numpy as np
 import pytest
+from tests.conftest import sigint_default
 
 from tandem.errors import ConfigError, DamagedError, DataError, IndexError_
 from tandem.index import add_documents, build_index, corpus_hash, open_index
@@ -170,9 +171,11 @@ def test_resume_re_encodes_from_where_the_corpus_changed(tmp_path):
     assert enc.seen == 20
 
 
-def test_killed_build_resumes_and_equals_an_uninterrupted_one(tmp_path):
-    """SIGKILL a build while it encodes: the target never appears; the same build run again continues
-    at the last finished shard and gives the uninterrupted result."""
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_killed_build_resumes_and_equals_an_uninterrupted_one(tmp_path, sig):
+    """SIGKILL or Ctrl-C a build while it encodes (1 to 5 of its 6 shards done: the signal lands
+    mid-encode): the target never appears; the same build run again continues at the last finished
+    shard and gives the uninterrupted result."""
     out = tmp_path / "idx"
     script = textwrap.dedent(f"""
         import sys
@@ -182,13 +185,14 @@ def test_killed_build_resumes_and_equals_an_uninterrupted_one(tmp_path):
         from tandem.testing.encoders import HashingEncoder
         build_index(corpus(300), {str(out)!r}, kind="hybrid", encoder=HashingEncoder(delay_per_text=0.01), shard_size=50)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                            preexec_fn=sigint_default)
     progress = work_dir(out) / PROGRESS
     deadline = time.time() + 60
     while time.time() < deadline and not (progress.exists() and json.loads(progress.read_text())["shards"]):
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.send_signal(sig)
+    assert proc.wait() != 0
     assert not out.exists()
     with pytest.raises(IndexError_):
         open_index(out)
