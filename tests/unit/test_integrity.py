@@ -143,11 +143,16 @@ def test_damaged_r2former_and_trainer_checkpoints_are_named(tmp_path):
 
 def test_a_damaged_tuned_retriever_folder_is_named(tmp_path):
     from tandem.models import resolve_model
-    from tandem.outdir import atomic_dir
+    from tandem.outdir import add_file, atomic_dir
 
     with atomic_dir(tmp_path / "retr", "retriever") as tmp:
         (tmp / "model.safetensors").write_bytes(b"x" * 100)
+    add_file(tmp_path / "retr", "eval.json", "{}")  # a file added later is recorded too
     assert resolve_model(str(tmp_path / "retr")) == str((tmp_path / "retr").resolve())
+    (tmp_path / "retr" / "eval.json").write_text("{}   ")
+    with pytest.raises(DamagedError, match=r"eval.json is 5 bytes, 2 were written"):
+        resolve_model(str(tmp_path / "retr"))
+    (tmp_path / "retr" / "eval.json").write_text("{}")
     truncate(tmp_path / "retr" / "model.safetensors")
     with pytest.raises(DamagedError, match=r"model.safetensors is 50 bytes, 100 were written"):
         resolve_model(str(tmp_path / "retr"))
