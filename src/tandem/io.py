@@ -54,6 +54,22 @@ def unpacking(path: Path) -> Iterator[None]:
 JSON_ERRORS = (json.JSONDecodeError, RecursionError)
 
 
+def lone_surrogate(raw: str, obj: Any) -> bool:
+    """Whether the parsed ``obj`` of the JSON text ``raw`` holds a lone UTF-16 surrogate (``"\\ud800"``
+    escaped in valid JSON, but no character: it cannot be written or hashed as UTF-8). Only texts
+    with such an escape are checked in full."""
+    if "\\ud" not in raw and "\\uD" not in raw:
+        return False
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+SURROGATE = "a \\uD800-\\uDFFF escape that is not half of a pair (not a character)"
+
+
 def json_problem(exc: Exception) -> str:
     """The message for one of :data:`JSON_ERRORS`."""
     if isinstance(exc, json.JSONDecodeError):
@@ -90,6 +106,9 @@ def read_jsonl(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | N
             if not isinstance(obj, dict):
                 stats.skip_or_raise(DataError(f"expected a JSON object, got {type(obj).__name__}", str(path), line_no), skip_bad)
                 continue
+            if lone_surrogate(text, obj):
+                stats.skip_or_raise(DataError(f"malformed text: {SURROGATE}", str(path), line_no), skip_bad)
+                continue
             yield line_no, obj
 
 
@@ -101,7 +120,8 @@ def read_json_records(path: str | Path, *, skip_bad: bool = False,
     path = Path(path)
     try:
         with open_bytes(path) as handle, unpacking(path):
-            data = json.loads(handle.read().decode("utf-8"))
+            text = handle.read().decode("utf-8")
+        data = json.loads(text)
     except OSError as exc:
         raise DataError(f"cannot open: {exc.strerror}", str(path)) from exc
     except UnicodeDecodeError as exc:
@@ -110,6 +130,8 @@ def read_json_records(path: str | Path, *, skip_bad: bool = False,
         raise DataError(json_problem(exc), str(path), getattr(exc, "lineno", None)) from exc
     if not isinstance(data, list):
         raise DataError("expected a JSON array of records", str(path))
+    if lone_surrogate(text, data):
+        raise DataError(f"malformed text: {SURROGATE}", str(path))
     for i, obj in enumerate(data, start=1):
         if not isinstance(obj, dict):
             stats.skip_or_raise(DataError(f"record {i} is {type(obj).__name__}, expected an object", str(path)), skip_bad)

@@ -2,8 +2,9 @@
 wrong JSON shapes, huge fields and deep nesting, answers with a clear error (a ``TandemError``: exit 2
 on the command line, HTTP 4xx from the server) or a result, never an unexpected exception, an
 "internal error" or a 5xx. Examples per property are bounded to keep the file to seconds (``FUZZ``).
-Each case found so far is fixed where it was: deep nesting (RecursionError) and a `.gz` that is not
-gzip in the JSON readers (:mod:`tandem.io`)."""
+Each case found so far is fixed where it was: deep nesting (RecursionError), a `.gz` that is not
+gzip and a lone surrogate escape (``"\\ud800"``: valid JSON, not UTF-8) in the JSON readers
+(:mod:`tandem.io`), a title that is a list or an object in a corpus record."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tandem.corpus.loaders import iter_corpus, load_corpus, load_dataset
@@ -22,12 +23,13 @@ from tandem.index import build_index
 from tandem.io import read_json_records, read_jsonl
 from tandem.types import Document
 
-#: Examples per property: 60 by default (seconds); ``TANDEM_FUZZ_EXAMPLES=1000`` for a longer search.
-FUZZ = settings(max_examples=int(os.environ.get("TANDEM_FUZZ_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+#: Examples per property: 50 by default (seconds); ``TANDEM_FUZZ_EXAMPLES=1000`` for a longer search.
+FUZZ = settings(max_examples=int(os.environ.get("TANDEM_FUZZ_EXAMPLES", "50")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                         HealthCheck.too_slow])
 
 # JSON values of any shape, some deeply nested or with huge strings
-scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+scalars = (st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+           | st.sampled_from(["\ud800", "a\udfffb", float("inf"), 10**40, "\x00"]))  # lone surrogates: JSON, not UTF-8
 json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
                            max_leaves=12)
 FIELDS = ["id", "title", "text", "contents", "question", "answer", "answers", "golden_answers", "context",
@@ -56,6 +58,10 @@ def load_every_way(path: Path) -> None:
 
 @FUZZ
 @given(data=jsonl_bytes(), suffix=st.sampled_from([".jsonl", ".json", ".jsonl.gz", ".parquet", ".txt"]))
+@example(data=b"[" * 100_000 + b"]" * 100_000, suffix=".jsonl")  # the cases found so far, always tried
+@example(data=b"{}", suffix=".jsonl.gz")
+@example(data=b'{"id": "a", "title": "\\ud800", "text": "x"}', suffix=".jsonl")
+@example(data=b'[{"title": [["a", ["s"]]], "text": "a"}]', suffix=".json")
 def test_loaders_answer_any_file_with_a_result_or_a_clear_error(tmp_path_factory, data, suffix):
     path = tmp_path_factory.mktemp("fuzz") / f"input{suffix}"
     path.write_bytes(data)
@@ -135,6 +141,9 @@ bodies = (json_values.map(json.dumps) | records.map(json.dumps) | nested.map(lam
 
 
 @FUZZ
+@example(endpoint="/v1/ask", body='"\\ud800"', content_type="application/json")  # found so far, always tried
+@example(endpoint="/v1/ask", body='{"question": "\\ud800"}', content_type="application/json")
+@example(endpoint="/v1/chat/completions", body="Infinity", content_type="application/json")
 @given(endpoint=st.sampled_from(ENDPOINTS), body=bodies,
        content_type=st.sampled_from(["application/json", "text/plain", "multipart/form-data; boundary=x"]))
 def test_any_request_body_is_a_4xx_or_an_answer_never_a_5xx(client, endpoint, body, content_type):

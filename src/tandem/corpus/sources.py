@@ -17,9 +17,11 @@ from typing import Any
 from tandem.errors import DataError
 from tandem.io import (
     JSON_ERRORS,
+    SURROGATE,
     ReadStats,
     is_json_array_file,
     json_problem,
+    lone_surrogate,
     open_bytes,
     read_json_records,
     read_jsonl,
@@ -94,11 +96,14 @@ def _whole_json_object(path: Path) -> dict[str, Any] | None:
         handle.seek(0)
         raw = handle.read()
     try:
-        data = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        data = json.loads(text)
     except UnicodeDecodeError as exc:
         raise DataError(f"not valid UTF-8 (byte {exc.start})", str(path)) from exc
     except JSON_ERRORS as exc:
         raise DataError(json_problem(exc), str(path), getattr(exc, "lineno", None)) from exc
+    if lone_surrogate(text, data):
+        raise DataError(f"malformed text: {SURROGATE}", str(path))
     return data if isinstance(data, dict) else None
 
 
