@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from tandem.errors import ConfigError, DamagedError, DataError, DuplicateIdError, IndexError_, TandemError, WriteError
+from tandem.errors import ConfigError, DamagedError, DataError, DuplicateIdError, IndexError_, WriteError
 from tandem.index.bm25 import BM25_DIR, DEFAULT_BM25, BM25Builder, load_bm25
 from tandem.index.encoder import ENCODERS, Encoder, load_encoder
 from tandem.index.manifest import MANIFEST, Manifest, corpus_hash, corpus_hasher, update_corpus_hash
@@ -170,8 +170,8 @@ def add_documents(
 
 @contextlib.contextmanager
 def _work_kept(work: WorkFolder, out: Path) -> Iterator[None]:
-    """What becomes of the work folder when a build fails: a refused input (a ``TandemError`` of
-    exit code 2, e.g. a duplicate id) removes it; a write failure (full disk, read-only target) keeps
+    """What becomes of the work folder when a build fails: a refused input (a DataError, e.g. a
+    duplicate id or a malformed record) removes it; a write failure (full disk, read-only target) keeps
     the finished shards and names the folder with how to resume or remove it."""
     try:
         yield
@@ -184,9 +184,8 @@ def _work_kept(work: WorkFolder, out: Path) -> Iterator[None]:
             raise error from exc
         raise WriteError(f"{error}; the {work.count} documents encoded so far are kept in {work.path}: free space "
                          f"and run the same command again to resume there, or delete that folder") from exc
-    except TandemError as exc:
-        if exc.exit_code == 2:
-            work.remove()
+    except DataError:
+        work.remove()
         raise
 
 
@@ -386,7 +385,7 @@ class Index:
         """``encoder``: a name to check against the manifest, or an Encoder object to check and use."""
         self.folder = Path(folder)
         recover_swap(self.folder)
-        check_files(self.folder, lambda file: repair_hint(self.folder, file))  # sizes only: cheap; `tandem index verify` hashes every file
+        check_files(self.folder, lambda file: repair_hint(self.folder, file))  # sizes: cheap (verify hashes)
         self.manifest = Manifest.load(self.folder)
         if encoder is not None and not isinstance(encoder, str):
             self.__dict__["encoder"] = encoder  # fills the cached property below
