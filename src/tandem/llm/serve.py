@@ -94,7 +94,9 @@ def wait_ready(base_url: str, process: subprocess.Popen[bytes] | None = None, ti
 def start_vllm(model: str = "local", *, python: str | None = None, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                log: Path | None = None, max_model_len: int = 8192, extra: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], str]:
     """Start vLLM in the background (output to ``log``); returns (process, ``--llm`` spec). Not yet ready:
-    call :func:`wait_ready`."""
+    call :func:`wait_ready`. On Linux vLLM gets SIGTERM when the thread that started it ends (the
+    process dying included), so no server outlives its owner: start it from a thread that lives as
+    long as the server should."""
     folder, name = model_folder(model)
     cmd = vllm_command(folder, name, python=vllm_python(python), host=host, port=port,
                        max_model_len=max_model_len, extra=extra)
