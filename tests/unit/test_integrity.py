@@ -137,7 +137,7 @@ def test_damaged_r2former_and_trainer_checkpoints_are_named(tmp_path):
     with pytest.raises(DamagedError, match=r"cannot read .*r2former.pt .*the file is damaged"):
         load_r2former(folder)
     truncate(folder / "trainer.pt")
-    with pytest.raises(DamagedError, match=r"trainer.pt .*damaged; delete .* or use --no-resume"):
+    with pytest.raises(DamagedError, match=r"trainer.pt .*damaged; delete .* to start over"):
         load_trainer_state(folder)
 
 

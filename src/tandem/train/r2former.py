@@ -229,7 +229,7 @@ def load_trainer_state(folder: str | Path) -> dict[str, Any] | None:
     path = Path(folder) / TRAINER_FILE
     if not path.is_file():
         return None
-    fix = f"delete {Path(folder)} to start over, or use --no-resume"
+    fix = f"delete {Path(folder)} to start over (train r2ag: or use --no-resume)"
     check_files(folder, lambda _file: fix)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
