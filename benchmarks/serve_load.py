@@ -23,6 +23,7 @@ import json
 import os
 import socket
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -62,6 +63,8 @@ async def load(url: str, n: int, concurrency: int) -> tuple[list[float], Counter
                 resp = await client.post("/v1/ask", json={"question": QUESTIONS[i % len(QUESTIONS)]})
                 latencies.append(time.perf_counter() - start)
                 statuses[resp.status_code] += 1
+                if len(latencies) % 25 == 0:  # a long soak says how far it is
+                    print(f"{len(latencies)}/{n} requests, {dict(statuses)}", file=sys.stderr, flush=True)
 
         start = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(n)))
