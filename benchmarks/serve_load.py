@@ -8,6 +8,11 @@ requests, non-2xx count by status, p50/p95/p99 latency, requests per second.
 
 With the fake LLM the figures are the server's own overhead; with `--llm local` (the embedded
 SmolLM2) and a small `--max-queue`, the requests beyond the queue get 429 with Retry-After at once.
+
+A soak (docs/reliability.md): `--rss-after 50` also measures the process's resident memory after the
+first 50 requests and after all of them, and counts 5xx replies:
+
+    python benchmarks/serve_load.py --llm local --requests 300 --concurrency 8 --rss-after 50
 """
 
 from __future__ import annotations
@@ -15,8 +20,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import socket
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -56,10 +63,18 @@ async def load(url: str, n: int, concurrency: int) -> tuple[list[float], Counter
                 resp = await client.post("/v1/ask", json={"question": QUESTIONS[i % len(QUESTIONS)]})
                 latencies.append(time.perf_counter() - start)
                 statuses[resp.status_code] += 1
+                if len(latencies) % 25 == 0:  # a long soak says how far it is
+                    print(f"{len(latencies)}/{n} requests, {dict(statuses)}", file=sys.stderr, flush=True)
 
         start = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(n)))
         return latencies, statuses, time.perf_counter() - start
+
+
+def rss_mb() -> float:
+    """This process's resident memory (the server runs in it), in MB."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -74,6 +89,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--max-queue", type=int, default=64)
+    ap.add_argument("--rss-after", type=int, default=0, help="Soak: resident memory after this many requests and after all")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         build_index(load_corpus(ROOT / "examples" / "demo_corpus"), Path(tmp) / "demo", kind="bm25")
@@ -86,11 +102,19 @@ def main() -> None:
         thread.start()
         while not server.started:
             time.sleep(0.05)
+        url, first = f"http://127.0.0.1:{port}", min(args.rss_after or args.requests, args.requests)
         try:
-            latencies, statuses, wall = asyncio.run(load(f"http://127.0.0.1:{port}", args.requests, args.concurrency))
+            latencies, statuses, wall = asyncio.run(load(url, first, args.concurrency))
+            rss_first = rss_mb()
+            if first < args.requests:
+                more, more_statuses, more_wall = asyncio.run(load(url, args.requests - first, args.concurrency))
+                latencies, wall = latencies + more, wall + more_wall
+                statuses.update(more_statuses)
         finally:
+            rss_after = rss_mb()
             server.should_exit = True
             thread.join(10)
+            engine.close()
     print(json.dumps({
         "llm": args.llm, "method": args.method, "requests": args.requests, "concurrency": args.concurrency,
         "workers": args.workers, "max_queue": args.max_queue,
@@ -98,6 +122,9 @@ def main() -> None:
         "latency_s": {"p50": pct(latencies, 50), "p95": pct(latencies, 95), "p99": pct(latencies, 99),
                       "max": round(max(latencies), 4)},
         "requests_per_s": round(args.requests / wall, 1), "wall_s": round(wall, 2),
+        "5xx": sum(v for k, v in statuses.items() if k >= 500),
+        **({"rss_mb": {f"after_{first}": rss_first, f"after_{args.requests}": rss_after,
+                       "ratio": round(rss_after / rss_first, 3)}} if args.rss_after else {}),
     }))
 
 

@@ -35,12 +35,35 @@ class DataError(TandemError):
         self.reason = message
 
 
+class DuplicateIdError(DataError):
+    """Two documents of a corpus share an id; ``rows``: their rows in index order (the caller that
+    knows the corpus file names the lines: :func:`tandem.corpus.loaders.corpus_lines`)."""
+
+    def __init__(self, message: str, doc_id: str, rows: tuple[int, int], path: str | None = None,
+                 line: int | None = None) -> None:
+        super().__init__(message, path, line)
+        self.doc_id, self.rows = doc_id, rows
+
+
 class ModelNotFoundError(TandemError):
     """A model (embedded or by path/name) could not be located offline."""
 
 
 class IndexError_(TandemError):
     """An index folder is missing, incomplete or unreadable."""
+
+
+class DamagedError(TandemError):
+    """A file tandem wrote (an index component, a checkpoint, a run's record) is missing, truncated,
+    altered or unreadable. The message names the file and the fix (rebuild, retrain, ...)."""
+
+
+class WriteError(TandemError):
+    """Writing failed for a reason outside the input: the disk is full, the target is read-only or not
+    writable. Names the path and what was being written; nothing half-written is left in place.
+    The CLI exits 1 (the work failed; the input was not at fault)."""
+
+    exit_code = 1
 
 
 class IndexMismatchError(TandemError):

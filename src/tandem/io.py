@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import json
 import os
 import shutil
 import tempfile
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tandem.errors import DataError
+from tandem.errors import DataError, WriteError
 
 
 @dataclass
@@ -39,6 +41,42 @@ def open_bytes(path: Path) -> IO[bytes]:
     return open(path, "rb")
 
 
+@contextlib.contextmanager
+def unpacking(path: Path) -> Iterator[None]:
+    """Around reads of :func:`open_bytes`: a `.gz` file that is not gzip, or is cut short, is a DataError."""
+    try:
+        yield
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise DataError(f"not a readable gzip file ({exc})", str(path)) from exc
+
+
+#: What ``json.loads`` raises for a malformed document: a syntax error, or nesting too deep to parse.
+JSON_ERRORS = (json.JSONDecodeError, RecursionError)
+
+
+def lone_surrogate(raw: str, obj: Any) -> bool:
+    """Whether the parsed ``obj`` of the JSON text ``raw`` holds a lone UTF-16 surrogate (``"\\ud800"``
+    escaped in valid JSON, but no character: it cannot be written or hashed as UTF-8). Only texts
+    with such an escape are checked in full."""
+    if "\\ud" not in raw and "\\uD" not in raw:
+        return False
+    try:
+        json.dumps(obj, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+SURROGATE = "a \\uD800-\\uDFFF escape that is not half of a pair (not a character)"
+
+
+def json_problem(exc: Exception) -> str:
+    """The message for one of :data:`JSON_ERRORS`."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"malformed JSON ({exc.msg} at column {exc.colno})"
+    return "malformed JSON (nested too deeply to read)"
+
+
 def read_jsonl(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) from a JSONL file (optionally .gz).
 
@@ -51,7 +89,7 @@ def read_jsonl(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | N
         handle = open_bytes(path)
     except OSError as exc:
         raise DataError(f"cannot open: {exc.strerror}", str(path)) from exc
-    with handle:
+    with handle, unpacking(path):
         for line_no, raw in enumerate(handle, start=1):
             try:
                 text = raw.decode("utf-8")
@@ -62,11 +100,14 @@ def read_jsonl(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | N
                 continue
             try:
                 obj = json.loads(text)
-            except json.JSONDecodeError as exc:
-                stats.skip_or_raise(DataError(f"malformed JSON ({exc.msg} at column {exc.colno})", str(path), line_no), skip_bad)
+            except JSON_ERRORS as exc:
+                stats.skip_or_raise(DataError(json_problem(exc), str(path), line_no), skip_bad)
                 continue
             if not isinstance(obj, dict):
                 stats.skip_or_raise(DataError(f"expected a JSON object, got {type(obj).__name__}", str(path), line_no), skip_bad)
+                continue
+            if lone_surrogate(text, obj):
+                stats.skip_or_raise(DataError(f"malformed text: {SURROGATE}", str(path), line_no), skip_bad)
                 continue
             yield line_no, obj
 
@@ -78,14 +119,19 @@ def read_json_records(path: str | Path, *, skip_bad: bool = False,
     stats = stats if stats is not None else ReadStats()
     path = Path(path)
     try:
-        with open_bytes(path) as handle:
-            data = json.loads(handle.read().decode("utf-8"))
+        with open_bytes(path) as handle, unpacking(path):
+            text = handle.read().decode("utf-8")
+        data = json.loads(text)
+    except OSError as exc:
+        raise DataError(f"cannot open: {exc.strerror}", str(path)) from exc
     except UnicodeDecodeError as exc:
         raise DataError(f"not valid UTF-8 (byte {exc.start})", str(path)) from exc
-    except json.JSONDecodeError as exc:
-        raise DataError(f"malformed JSON ({exc.msg})", str(path), exc.lineno) from exc
+    except JSON_ERRORS as exc:
+        raise DataError(json_problem(exc), str(path), getattr(exc, "lineno", None)) from exc
     if not isinstance(data, list):
         raise DataError("expected a JSON array of records", str(path))
+    if lone_surrogate(text, data):
+        raise DataError(f"malformed text: {SURROGATE}", str(path))
     for i, obj in enumerate(data, start=1):
         if not isinstance(obj, dict):
             stats.skip_or_raise(DataError(f"record {i} is {type(obj).__name__}, expected an object", str(path)), skip_bad)
@@ -95,9 +141,22 @@ def read_json_records(path: str | Path, *, skip_bad: bool = False,
 
 def is_json_array_file(path: Path) -> bool:
     """True if the file's first non-space byte opens a JSON array."""
-    with open_bytes(path) as handle:
+    with open_bytes(path) as handle, unpacking(path):
         head = handle.read(4096).lstrip()
     return head.startswith(b"[")
+
+
+#: Write failures that are the machine's, not tandem's or the input's: disk full, quota, read-only, no permission.
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG})
+
+
+def write_error(exc: OSError, target: Path | str, what: str = "") -> WriteError | None:
+    """The :class:`WriteError` for an OSError of :data:`WRITE_ERRNOS` met while writing ``target``
+    (``what``: what it is, e.g. "index"), naming the file the system refused; None for other errors."""
+    if exc.errno not in WRITE_ERRNOS:
+        return None
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(target) else ""
+    return WriteError(f"cannot write {what + ' ' if what else ''}{target}: {exc.strerror}{where}")
 
 
 #: ``place(tmp, target)``: puts a finished temp file or folder at its target.
@@ -112,12 +171,30 @@ def _remove(path: Path) -> None:
             os.unlink(path)
 
 
+def _make_temp(target: Path, folder: bool, suffix: str | None, tmp_name: str | None) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if tmp_name is not None:
+        tmp = target.parent / tmp_name
+        if folder:
+            tmp.mkdir()
+        else:
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        return tmp
+    prefix = f".{target.name}."
+    if folder:
+        return Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix or "", dir=target.parent))
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp" if suffix is None else suffix, dir=target.parent)
+    os.close(fd)
+    return Path(name)
+
+
 @contextlib.contextmanager
 def atomic_path(target: str | Path, *, folder: bool = False, suffix: str | None = None, tmp_name: str | None = None,
                 place: Place = os.replace) -> Iterator[Path]:
     """Yield a temp path beside ``target`` to write into; when the block succeeds ``place(tmp, target)``
     puts it into place (default: ``os.replace``), and if anything raises, the temp file or folder is
-    removed, so readers see the old ``target`` or the new one, never a half-written one.
+    removed, so readers see the old ``target`` or the new one, never a half-written one. A full disk or
+    a read-only or unwritable target (:data:`WRITE_ERRNOS`) is a :class:`WriteError` naming ``target``.
 
     The one "write to a temp path, then rename" of tandem: files (``folder=False``: the temp file exists,
     empty) and folders (``folder=True``: an empty temp folder). ``tmp_name`` fixes the temp's name (it
@@ -126,25 +203,17 @@ def atomic_path(target: str | Path, *, folder: bool = False, suffix: str | None 
     and swaps it with the old one) or keep an existing target (the temp is then removed).
     """
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    prefix = f".{target.name}."
-    if tmp_name is not None:
-        tmp = target.parent / tmp_name
-        if folder:
-            tmp.mkdir()
-        else:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
-    elif folder:
-        tmp = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix or "", dir=target.parent))
-    else:
-        fd, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp" if suffix is None else suffix, dir=target.parent)
-        os.close(fd)
-        tmp = Path(name)
+    try:
+        tmp = _make_temp(target, folder, suffix, tmp_name)
+    except OSError as exc:
+        raise write_error(exc, target) or exc from exc
     try:
         yield tmp
         place(tmp, target)
-    except BaseException:
+    except BaseException as exc:
         _remove(tmp)
+        if isinstance(exc, OSError) and (error := write_error(exc, target)) is not None:
+            raise error from exc
         raise
     if tmp.exists() and tmp != target:  # ``place`` kept the existing target (a concurrent writer won)
         _remove(tmp)

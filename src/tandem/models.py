@@ -70,6 +70,10 @@ def resolve_model(name: str) -> str:
         return str(embedded_path(name))
     expanded = os.path.expanduser(name)
     if os.path.exists(expanded):
+        from tandem.outdir import check_files
+
+        # a folder tandem wrote (a tuned retriever, ...): its files' sizes against the record
+        check_files(expanded, lambda _file: f"write {expanded} again (e.g. tandem train retriever --out {expanded})")
         return str(Path(expanded).resolve())
     if name.startswith((".", "/", "~")):
         raise ModelNotFoundError(f"model path {name!r} does not exist")

@@ -18,6 +18,7 @@ Rules (docs/reliability.md):
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -28,7 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tandem.errors import ConfigError
+from tandem.errors import ConfigError, DamagedError
 from tandem.io import atomic_open, atomic_path, write_json_atomic
 from tandem.version import __version__
 
@@ -84,24 +85,86 @@ def read_marker(folder: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def write_marker(folder: Path, kind: str, written: list[str] | None = None) -> None:
-    """Mark ``folder`` as a tandem folder of ``kind``; ``written``: the top-level names tandem wrote."""
+def write_marker(folder: Path, kind: str, written: list[str] | None = None,
+                 files: dict[str, list[Any]] | None = None) -> None:
+    """Mark ``folder`` as a tandem folder of ``kind``; ``written``: the names tandem wrote; ``files``:
+    the size and content hash of each file (:func:`file_records`)."""
     record: dict[str, Any] = {"kind": kind, "tandem_version": __version__}
     if written is not None:
         record["written"] = sorted(written)
+    if files is not None:
+        record["files"] = files
     write_json_atomic(folder / MARKER, record)
 
 
 def add_file(folder: str | Path, name: str, text: str) -> Path:
     """Write ``name`` into a folder tandem owns (atomically) and list it in the marker as tandem's, so a
-    later replacement of the folder may delete it."""
+    later replacement of the folder may delete it (and its size and hash, where the marker records them)."""
     path = Path(folder)
     with atomic_open(path / name) as handle:
         handle.write(text)
     marker = read_marker(path)
-    if marker is not None and "written" in marker and name not in marker["written"]:
-        write_marker(path, marker["kind"], [*marker["written"], name])
+    if marker is not None and "written" in marker:
+        files = marker.get("files")
+        if files is not None:
+            files = {**files, name: _file_record(path / name)}
+        write_marker(path, marker["kind"], sorted({*marker["written"], name}), files)
     return path / name
+
+
+#: Files whose bytes change while they are used (Qdrant's embedded storage): only their presence is checked.
+UNHASHED = ("qdrant/",)
+
+
+def _file_record(path: Path) -> list[Any]:
+    """[size, sha256] of a file."""
+    with open(path, "rb") as handle:
+        return [os.fstat(handle.fileno()).st_size, hashlib.file_digest(handle, "sha256").hexdigest()]
+
+
+def file_records(folder: Path) -> dict[str, list[Any]]:
+    """relative path -> [size in bytes, sha256] of every file under ``folder`` (the marker and the
+    files of :data:`UNHASHED` excluded)."""
+    return {rel: _file_record(folder / rel) for rel in tree(folder)
+            if (folder / rel).is_file() and not rel.startswith(UNHASHED)}
+
+
+def damaged_files(folder: str | Path, *, deep: bool = False) -> list[tuple[str, str]]:
+    """(file, problem) for every file the marker records that is missing, of another size or (``deep``)
+    of other content; empty when the folder records no files (made before the records existed)."""
+    path = Path(folder)
+    records = (read_marker(path) or {}).get("files")
+    if not isinstance(records, dict):
+        return []
+    problems: list[tuple[str, str]] = []
+    for rel, (size, digest) in sorted(records.items()):
+        file = path / rel
+        try:
+            actual = file.stat().st_size
+        except OSError as exc:
+            problems.append((rel, f"cannot be read ({exc.strerror})"))
+            continue
+        if actual != size:
+            problems.append((rel, f"is {actual} bytes, {size} were written"))
+        elif deep:
+            try:
+                same = _file_record(file)[1] == digest
+            except OSError as exc:
+                problems.append((rel, f"cannot be read ({exc.strerror})"))
+                continue
+            if not same:
+                problems.append((rel, "content differs from what was written (sha256)"))
+    return problems
+
+
+def check_files(folder: str | Path, fix: Callable[[str], str], *, deep: bool = False) -> None:
+    """DamagedError naming the first damaged file of ``folder`` (see :func:`damaged_files`) and
+    ``fix(file)``, the way to repair it; the sizes are cheap to check, ``deep`` also hashes every file."""
+    problems = damaged_files(folder, deep=deep)
+    if problems:
+        rel, problem = problems[0]
+        more = f" (and {len(problems) - 1} more damaged files)" if len(problems) > 1 else ""
+        raise DamagedError(f"{Path(folder) / rel} {problem}: the file is damaged{more}; {fix(rel)}")
 
 
 def tree(folder: Path) -> list[str]:
@@ -280,7 +343,7 @@ def atomic_dir(folder: str | Path, kind: str) -> Iterator[Path]:
     out = Path(folder)
 
     def place(tmp: Path, target: Path) -> None:
-        write_marker(tmp, kind, tree(tmp))
+        write_marker(tmp, kind, tree(tmp), file_records(tmp))
         check_owned(target, kind, replacing=True)  # again: a file added during the build is not deleted
         swap_dir(tmp, target)
 

@@ -1,8 +1,11 @@
 """Ctrl-C during a real index build (the embedded encoder): exit 130, a message, nothing half-built
-(only the build's work folder of finished shards, which the same command resumes from)."""
+(only the build's work folder of finished shards, which the same command resumes from); the signal
+lands mid-encode (some shards done, not all) and the resumed build is a sound index of every passage."""
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 import subprocess
 import sys
@@ -34,3 +37,28 @@ def test_ctrl_c_during_index_exits_130_and_leaves_no_index(tmp_path):
     # no index, no temp folder, no lock file: only the resumable work folder of the encoded shards
     assert sorted(p.name for p in tmp_path.iterdir()) in ([], [".idx.work"])
     assert "run the same command again to resume" in err
+
+
+def test_ctrl_c_mid_encode_then_the_same_command_resumes_to_a_sound_index(tmp_path):
+    data, out = shared("hotpotqa/dev500.jsonl"), tmp_path / "idx"
+    command = [sys.executable, "-m", "tandem.cli", "index", "--dataset", str(data), "--kind", "hybrid",
+               "--shard-size", "500", "--out", str(out)]
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=sigint_default)
+    progress = tmp_path / ".idx.work" / "progress.json"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and not (progress.exists() and json.loads(progress.read_text())["shards"]):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    pool = int(re.search(r"pool of (\d+) passages", err).group(1))
+    finished = len(json.loads(progress.read_text())["shards"])
+    assert 1 <= finished < -(-pool // 500), "the signal did not land mid-encode"
+    resumed = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"indexed {pool} passages" in resumed.stdout + resumed.stderr
+    verify = subprocess.run([sys.executable, "-m", "tandem.cli", "index", "verify", str(out), "--json"],
+                            capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert verify.returncode == 0, verify.stderr
+    assert json.loads(verify.stdout)["documents"] == pool
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]  # work folder gone once finished

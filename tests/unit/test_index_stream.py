@@ -15,14 +15,16 @@ from functools import partial
 import bm25s
 import numpy as np
 import pytest
+from tests.conftest import sigint_default
 
-from tandem.errors import ConfigError, DataError, IndexError_
+from tandem.errors import ConfigError, DamagedError, DataError, IndexError_
 from tandem.index import add_documents, build_index, corpus_hash, open_index
 from tandem.index.bm25 import DEFAULT_BM25, tokenize
 from tandem.index.manifest import MANIFEST
 from tandem.index.store import DiskDocs, DocStore
 from tandem.index.stream import PROGRESS, work_dir
 from tandem.index.vectors import FaissStore, build_store
+from tandem.outdir import MARKER
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder
 from tandem.types import Document
@@ -169,9 +171,11 @@ def test_resume_re_encodes_from_where_the_corpus_changed(tmp_path):
     assert enc.seen == 20
 
 
-def test_killed_build_resumes_and_equals_an_uninterrupted_one(tmp_path):
-    """SIGKILL a build while it encodes: the target never appears; the same build run again continues
-    at the last finished shard and gives the uninterrupted result."""
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_killed_build_resumes_and_equals_an_uninterrupted_one(tmp_path, sig):
+    """SIGKILL or Ctrl-C a build while it encodes (1 to 5 of its 6 shards done: the signal lands
+    mid-encode): the target never appears; the same build run again continues at the last finished
+    shard and gives the uninterrupted result."""
     out = tmp_path / "idx"
     script = textwrap.dedent(f"""
         import sys
@@ -181,13 +185,14 @@ def test_killed_build_resumes_and_equals_an_uninterrupted_one(tmp_path):
         from tandem.testing.encoders import HashingEncoder
         build_index(corpus(300), {str(out)!r}, kind="hybrid", encoder=HashingEncoder(delay_per_text=0.01), shard_size=50)
     """)
-    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    proc = subprocess.Popen([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+                            preexec_fn=sigint_default)
     progress = work_dir(out) / PROGRESS
     deadline = time.time() + 60
     while time.time() < deadline and not (progress.exists() and json.loads(progress.read_text())["shards"]):
         time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    proc.send_signal(sig)
+    assert proc.wait() != 0
     assert not out.exists()
     with pytest.raises(IndexError_):
         open_index(out)
@@ -296,7 +301,12 @@ def test_a_truncated_docs_file_is_a_clear_error(tmp_path):
     build_index(corpus(6), tmp_path / "idx", kind="bm25")
     docs_file = tmp_path / "idx" / "docs.jsonl"
     docs_file.write_bytes(docs_file.read_bytes()[:-10])
-    with pytest.raises(IndexError_, match=r"unreadable documents .*docs.offsets.npy does not match docs.jsonl"):
+    with pytest.raises(DamagedError, match=r"docs.jsonl is \d+ bytes, \d+ were written: the file is damaged; rebuild"):
+        open_index(tmp_path / "idx")
+    marker = json.loads((tmp_path / "idx" / MARKER).read_text())
+    del marker["files"]  # a folder from before the file records: the offsets still catch it
+    (tmp_path / "idx" / MARKER).write_text(json.dumps(marker))
+    with pytest.raises(DamagedError, match=r"cannot read .*docs.jsonl .*docs.offsets.npy does not match docs.jsonl"):
         open_index(tmp_path / "idx")
 
 

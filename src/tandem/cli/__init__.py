@@ -24,9 +24,14 @@ from tandem.secrets import redact
 
 app = typer.Typer(help="tandem: retrieval-augmented multi-hop QA, retriever and LLM working together.", no_args_is_help=True,
                   pretty_exceptions_show_locals=False)
-for command in (index.index, index.retrieve, ask.ask, ask.report):
+for command in (index.retrieve, ask.ask, ask.report):
     app.command()(command)
 register_components(app)
+# ``tandem index --out DIR ...`` builds (the group's own callback); ``tandem index verify DIR`` checks
+index_app = typer.Typer(invoke_without_command=True)
+index_app.callback()(index.index)
+index_app.command("verify")(index.verify)
+app.add_typer(index_app, name="index")
 app.add_typer(evaluate.eval_app, name="eval")
 app.add_typer(data.data_app, name="data")
 app.add_typer(train.export_app, name="export")
@@ -113,12 +118,18 @@ def main() -> None:
         # makes CPython 3.11 end the process with SIGINT (-2) even after it was handled; the folders are
         # already cleaned up and unlocked by the context managers the interrupt unwound
         os._exit(130)
-    except Exception as exc:  # noqa: BLE001 - the last stop: click's usage errors, then anything unexpected
+    except Exception as exc:  # noqa: BLE001 - the last stop: click's usage errors, a full disk, then anything unexpected
         import click
+
+        from tandem.io import write_error
 
         if isinstance(exc, click.ClickException):
             exc.show()
             raise SystemExit(exc.exit_code) from None
+        if isinstance(exc, OSError) and (error := write_error(exc, exc.filename or "a file")) is not None:
+            console.quiet = False
+            console.print(f"[red]error:[/red] {escape(str(error))}", highlight=False)
+            raise SystemExit(error.exit_code) from None
         import traceback
 
         sys.stderr.write(redact("".join(traceback.format_exception(exc))))

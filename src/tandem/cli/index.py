@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -20,12 +21,14 @@ from tandem.cli.common import (
     progress_bar,
     report_skips,
 )
+from tandem.errors import DuplicateIdError
 from tandem.io import ReadStats
 from tandem.outdir import owned_output
 from tandem.types import Document
 
 
 def index(
+    ctx: typer.Context,
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Index folder to write (replaced atomically); with --add-extras, where the extended index goes (default: --index, in place).")] = None,
     dataset: Annotated[Optional[Path], typer.Option(help="QA dataset whose passage pool is indexed.")] = None,
     corpus: Annotated[Optional[Path], typer.Option(help="Corpus JSONL/JSON (a JSONL file is streamed) or a folder of .txt/.md files.")] = None,
@@ -48,7 +51,10 @@ def index(
     add: Annotated[list[Path], typer.Option("--add", help="Append the passages of these corpus files (repeatable) to the existing index --index; only they are encoded.")] = [],  # noqa: B006
     index_dir: Annotated[Optional[Path], typer.Option("--index", help="With --add or --add-extras: the existing index folder.")] = None,
 ) -> None:
-    """Build a BM25, dense or hybrid index folder, append documents to one, or add extras to one."""
+    """Build a BM25, dense or hybrid index folder, append documents to one, or add extras to one
+    (``tandem index verify DIR`` checks one)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from tandem.cli.common import parse_settings
     from tandem.index import build_index
     from tandem.index.encoder import load_encoder
@@ -76,7 +82,7 @@ def index(
         start = time.perf_counter()
         needs_encoder = kind != "bm25" or any(getattr(EXTRAS[name], "needs_encoder", True) for name in extras)
         enc = load_encoder(encoder, **({"backend": backend} if backend else {})) if needs_encoder else encoder
-        with progress_bar() as bar:
+        with progress_bar() as bar, _naming_lines(corpus if dataset is None else None, fmt, skip_bad, max_tokens, overlap):
             manifest = build_index(docs, out_dir, kind=kind, encoder=enc, dense_params=dense_params,
                                    on_progress=bar.callback("encode"),
                                    extras=[EXTRAS[name](on_progress=bar.callback(f"{name} features")) for name in extras],
@@ -96,6 +102,24 @@ def _documents(dataset: Path | None, corpus: Path | None, fmt: str | None, skip_
     if corpus is not None and dataset is None and corpus.is_file():
         return iter_corpus(corpus, format=fmt, skip_bad=skip_bad, max_tokens=max_tokens, overlap=overlap, stats=stats), stats
     return load_docs(dataset, corpus, fmt, skip_bad, max_tokens, overlap), stats
+
+
+@contextlib.contextmanager
+def _naming_lines(corpus: Path | None, fmt: str | None, skip_bad: bool, max_tokens: int, overlap: int) -> Iterator[None]:
+    """A repeated document id found by the build (which sees rows, not lines) named by its lines in
+    the corpus file (read again to find them)."""
+    from tandem.corpus.loaders import corpus_lines
+
+    try:
+        yield
+    except DuplicateIdError as exc:
+        lines = corpus_lines(corpus, exc.rows, format=fmt, skip_bad=skip_bad, max_tokens=max_tokens,
+                             overlap=overlap) if corpus is not None and corpus.is_file() else {}
+        first, second = (lines.get(row) for row in exc.rows)
+        if first is None or second is None:
+            raise
+        raise DuplicateIdError(f"duplicate document id {exc.doc_id!r} (first at line {first}): give every "
+                               "document its own id", exc.doc_id, exc.rows, str(corpus), second) from None
 
 
 def _encoding(encoder: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -158,6 +182,24 @@ def _add_extras(names: list[str], index_dir: Path | None, out_dir: Path | None, 
                                   out=target)
     console.print(f"[green]added {', '.join(names)} to {manifest.doc_count} passages ({manifest.kind}) "
                   f"in {time.perf_counter() - start:.1f}s: {target}")
+
+
+def verify(
+    folder: Annotated[Path, typer.Argument(help="The index folder to check.")],
+    as_json: Annotated[bool, JSON_OPTION] = False,
+) -> None:
+    """Check an index folder: every file against the size and sha256 recorded when it was built, then
+    every component opened. A damaged file exits 2 naming it and the fix."""
+    from tandem.index import verify_index
+
+    report = verify_index(folder)
+    if as_json:
+        print_json(report)
+        return
+    hashed = (f"{report['files']} files match their recorded sha256" if report["files"]
+              else "no file records (built by an older tandem): components opened only")
+    console.print(f"[green]index {folder} is sound[/green]: {hashed}; {report['documents']} documents; "
+                  f"{', '.join(report['components'])} readable")
 
 
 def retrieve(

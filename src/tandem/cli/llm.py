@@ -23,20 +23,22 @@ def serve(
     extra: Annotated[list[str], typer.Option("--vllm-arg", help="One more argument for vLLM, repeatable.")] = [],  # noqa: B006
 ) -> None:
     """Start vLLM's OpenAI server (prompt embeddings on, whitespace-free JSON-schema decoding) and print
-    the --llm spec to use; Ctrl-C stops it. Set up vLLM first: bash scripts/setup_vllm.sh."""
+    the --llm spec to use; Ctrl-C, SIGTERM or SIGHUP stops it, and it stops when this process dies. Set
+    up vLLM first: bash scripts/setup_vllm.sh."""
     from tandem.llm import serve as S
 
-    process, spec = S.start_vllm(model, python=python, host=host, port=port, log=log, max_model_len=max_model_len,
-                                 extra=extra)
-    base = spec.split("@", 1)[1]
-    console.print(f"starting vLLM (first start compiles for a few minutes): {base}")
-    try:
-        S.wait_ready(base, process, log=log)
-        out.print(f"ready: --llm '{spec}'")
-        process.wait()
-    except KeyboardInterrupt:
-        console.print("stopping vLLM")
-    finally:
-        S.stop(process)
+    with S.stop_signals():
+        process, spec = S.start_vllm(model, python=python, host=host, port=port, log=log,
+                                     max_model_len=max_model_len, extra=extra)
+        base = spec.split("@", 1)[1]
+        console.print(f"starting vLLM (pid {process.pid}; first start compiles for a few minutes): {base}")
+        try:
+            S.wait_ready(base, process, log=log)
+            out.print(f"ready: --llm '{spec}'")
+            process.wait()
+        except KeyboardInterrupt as exc:
+            console.print(f"stopping vLLM ({exc or 'interrupted'})")
+        finally:
+            S.stop(process)
     if process.returncode not in (0, -15, None):
         raise typer.Exit(1)

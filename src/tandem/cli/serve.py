@@ -40,13 +40,13 @@ def serve(
     max_question: Annotated[int, typer.Option(help="Longest question in characters (422 above).")] = 2000,
     uploads: Annotated[Optional[Path], typer.Option(help="Folder for indexes built from uploaded files (POST /v1/indexes); default: none.")] = None,
     max_upload: Annotated[int, typer.Option(help="Largest upload in bytes (413 above).")] = 20 << 20,
+    grace: Annotated[float, typer.Option(help="On SIGTERM / Ctrl-C: seconds in-flight requests get to finish before they are cancelled.")] = 30.0,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs), an OpenAI-compatible /v1/chat/completions and the web page at /."""
-    import uvicorn
-
     from tandem.llm.options import parse_pairs, split_llm_options
     from tandem.server.app import create_app
     from tandem.server.engine import Engine
+    from tandem.server.lifecycle import serve_until_stopped
 
     if not index and uploads is None:
         raise ConfigError("give at least one --index DIR (build one with `tandem index`) or --uploads DIR")
@@ -60,7 +60,8 @@ def serve(
                      cors=cors or None)
     console.print(f"tandem serving {sorted(engine.indexes)} with {method} on http://{host}:{port}/ "
                   f"(API docs: /docs{'; API key required' if key else ''})")
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    serve_until_stopped(app, host=host, port=port, grace=grace, on_stop=engine.close)
+    console.print("tandem serve stopped")
 
 
 def register(app: typer.Typer) -> None:

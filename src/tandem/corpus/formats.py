@@ -207,6 +207,9 @@ def parse_corpus_record(rec: dict[str, Any]) -> Document:
     else:
         text = need(rec, "text", str)
         title = rec.get("title") or ""
+        if not isinstance(title, str | int | float):
+            raise MissingField(f"field 'title' should be a string, got {type(title).__name__}")
+        title = str(title)
     if not text.strip():
         raise MissingField("empty text")
     doc_id = str(rec["id"]) if rec.get("id") is not None else doc_id_for(title, text)

@@ -7,7 +7,7 @@ with gold ids pointing into that pool. ``load_corpus`` reads passages only.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,11 +217,39 @@ def iter_corpus(
     path = _source(path)
     stats = stats if stats is not None else ReadStats()
     fmt = format or sniff_format(path)
-    if fmt not in ("corpus", "flashrag_corpus"):
+    if fmt not in STREAMED_FORMATS:
         yield from load_corpus(path, format=fmt, skip_bad=skip_bad, max_tokens=max_tokens, overlap=overlap, stats=stats)
         return
-    for _, doc in _corpus_records(path, skip_bad, stats):
-        yield from (chunk_document(doc, max_tokens, overlap) if max_tokens else (doc,))
+    for _, doc in _streamed(path, skip_bad, stats, max_tokens, overlap):
+        yield doc
+
+
+STREAMED_FORMATS = ("corpus", "flashrag_corpus")
+
+
+def _streamed(path: Path | str, skip_bad: bool, stats: ReadStats, max_tokens: int | None,
+              overlap: int) -> Iterator[tuple[int, Document]]:
+    """(line, passage) of a streamed corpus, chunks included: what :func:`iter_corpus` yields, with lines."""
+    for line_no, doc in _corpus_records(path, skip_bad, stats):
+        for part in (chunk_document(doc, max_tokens, overlap) if max_tokens else (doc,)):
+            yield line_no, part
+
+
+def corpus_lines(path: str | Path, rows: Iterable[int], *, format: str | None = None, skip_bad: bool = False,
+                 max_tokens: int | None = 200, overlap: int = 40) -> dict[int, int]:
+    """row -> line of the record it came from, for the passages ``rows`` of :func:`iter_corpus` with the
+    same settings (read again: to name the lines of an error found after the read, e.g. a repeated id);
+    empty for a corpus that is not streamed."""
+    path = _source(path)
+    wanted, found = set(rows), {}
+    if (format or sniff_format(path)) not in STREAMED_FORMATS:
+        return found
+    for row, (line_no, _) in enumerate(_streamed(path, skip_bad, ReadStats(), max_tokens, overlap)):
+        if row in wanted:
+            found[row] = line_no
+            if len(found) == len(wanted):
+                break
+    return found
 
 
 def chunk_document(doc: Document, max_tokens: int, overlap: int) -> list[Document]:

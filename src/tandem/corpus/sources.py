@@ -16,7 +16,18 @@ from typing import Any
 
 from tandem.corpus.formats import detect_record, join_sentences
 from tandem.errors import DataError
-from tandem.io import ReadStats, is_json_array_file, open_bytes, read_json_records, read_jsonl
+from tandem.io import (
+    JSON_ERRORS,
+    SURROGATE,
+    ReadStats,
+    is_json_array_file,
+    json_problem,
+    lone_surrogate,
+    open_bytes,
+    read_json_records,
+    read_jsonl,
+    unpacking,
+)
 
 HF_PREFIX = "hf:"
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -64,7 +75,7 @@ def iter_records(path: str | Path, *, skip_bad: bool = False, stats: ReadStats |
 def _whole_json_object(path: Path) -> dict[str, Any] | None:
     """The file's one JSON object when the whole file is a single object (pretty-printed over many
     lines, or one line with nothing after it); None for JSONL and JSON arrays."""
-    with open_bytes(path) as handle:
+    with open_bytes(path) as handle, unpacking(path):
         if not handle.read(4096).lstrip().startswith(b"{"):
             return None
         handle.seek(0)
@@ -72,7 +83,7 @@ def _whole_json_object(path: Path) -> dict[str, Any] | None:
         try:
             json.loads(first.decode("utf-8"))
             one_line = True
-        except (UnicodeDecodeError, json.JSONDecodeError):
+        except (UnicodeDecodeError, *JSON_ERRORS):
             one_line = False
         if one_line and any(line.strip() for line in handle):
             return None  # one object a line: JSONL
@@ -81,11 +92,14 @@ def _whole_json_object(path: Path) -> dict[str, Any] | None:
         handle.seek(0)
         raw = handle.read()
     try:
-        data = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        data = json.loads(text)
     except UnicodeDecodeError as exc:
         raise DataError(f"not valid UTF-8 (byte {exc.start})", str(path)) from exc
-    except json.JSONDecodeError as exc:
-        raise DataError(f"malformed JSON ({exc.msg} at column {exc.colno})", str(path), exc.lineno) from exc
+    except JSON_ERRORS as exc:
+        raise DataError(json_problem(exc), str(path), getattr(exc, "lineno", None)) from exc
+    if lone_surrogate(text, data):
+        raise DataError(f"malformed text: {SURROGATE}", str(path))
     return data if isinstance(data, dict) else None
 
 

@@ -12,6 +12,7 @@ re-raises. Workers are daemon threads: requests still in flight do not hold the 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import queue
 import threading
@@ -22,17 +23,19 @@ from pathlib import Path
 from typing import Any
 
 from tandem.config import normalise_run_config
-from tandem.errors import ConfigError, DataError, LLMError, RunError
+from tandem.errors import ConfigError, DataError, LLMError, RunError, WriteError
 from tandem.eval.judge import REANSWER_PROMPT, calibrate_judge, judge_label, reanswer_template, score_prediction
 from tandem.eval.qa_metrics import gold_doc_recall
 from tandem.eval.rundir import CONFIG_FILE, PREDICTIONS, RunDir
-from tandem.io import atomic_open, write_json_atomic
+from tandem.io import atomic_open, write_error, write_json_atomic
 from tandem.llm.types import LLM
 from tandem.methods.base import Method
 from tandem.secrets import redact
 from tandem.types import Question, Step, merge_protocol, protocol_counts
 
 ERRORS_LOG = "errors.log"
+log = logging.getLogger(__name__)
+
 # settings that must match for a run folder to be resumed
 RESUME_KEYS = ("method", "dataset", "index", "retriever", "llm", "settings", "judge", "reanswer", "reanswer_prompt")
 JUDGE_CALIBRATION = "judge-calibration.json"
@@ -70,6 +73,8 @@ def load_done(path: Path) -> dict[str, dict[str, Any]]:
             if line_no == len(lines) and not line.endswith("\n"):
                 with atomic_open(path) as handle:
                     handle.writelines(lines[:-1])
+                log.warning("%s:%d: cut 1 torn last line (%d bytes; a run stopped while writing it): its question "
+                            "runs again", path, line_no, len(line.encode("utf-8")))
                 break
             raise DataError("not a prediction record (malformed JSON); fix or remove the line", str(path), line_no) from None
         if not isinstance(rec, dict) or not isinstance(rec.get("id"), str):
@@ -89,12 +94,26 @@ class PredictionWriter:
         self.handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
 
     def write(self, record: dict[str, Any]) -> None:
-        self.handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self.handle.flush()
-        os.fsync(self.handle.fileno())
+        """Append ``record``; a full disk or a read-only folder is a WriteError saying how to resume (a
+        torn last line is cut on resume)."""
+        try:
+            self.handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            self.handle.flush()
+            os.fsync(self.handle.fileno())
+        except OSError as exc:
+            error = write_error(exc, self.path, "predictions")
+            if error is None:
+                raise
+            raise WriteError(f"{error}; the questions finished before are saved there: free space and run the "
+                             "same command again to resume") from exc
 
     def close(self) -> None:
-        self.handle.close()
+        """Close the file; what a failed write left in the buffer is dropped (the line is torn anyway)."""
+        try:
+            self.handle.close()
+        except OSError as exc:
+            if write_error(exc, self.path) is None:
+                raise
 
 
 def run_one(method: Method, question: Question, *, judge_llm: LLM | None, reanswer_llm: LLM | None,
@@ -221,7 +240,7 @@ def run_qa(
         threading.Thread(target=worker, daemon=True, name="tandem-question").start()
     records = [done[q.id] for q in questions if q.id in done]
     writer = PredictionWriter(path)
-    streak, finished, stopped, calibration = 0, 0, None, None
+    streak, finished, stopped, calibration, failing = 0, 0, None, None, False
     try:
         while finished < len(pending):
             try:
@@ -247,6 +266,7 @@ def run_qa(
                                        self_judged)
     except BaseException as exc:
         stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else redact(f"{type(exc).__name__}: {exc}")
+        failing = True
         raise
     finally:
         stop.set()
@@ -258,8 +278,12 @@ def run_qa(
             metrics["judge_calibration"] = calibration
         if stopped:
             metrics.update({"partial": True, "stopped": stopped, "pending": len(wanted) - metrics["questions"]})
-        run.write_metrics(metrics, [metrics_row(metrics)], f"QA: {config.get('method')} on {Path(str(config.get('dataset'))).name}"
-                          + (" (partial)" if stopped else ""))
+        try:
+            run.write_metrics(metrics, [metrics_row(metrics)], f"QA: {config.get('method')} on "
+                              f"{Path(str(config.get('dataset'))).name}" + (" (partial)" if stopped else ""))
+        except WriteError:
+            if not failing:  # else the error on its way out says more (a full disk fails both writes)
+                raise
     if stopped:
         raise RunError(stopped)
     return metrics

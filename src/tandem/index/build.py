@@ -12,7 +12,9 @@ loads, and a folder holding anything tandem did not write is never replaced.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
 from functools import cached_property
@@ -21,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from tandem.errors import ConfigError, DataError, IndexError_
-from tandem.index.bm25 import DEFAULT_BM25, BM25Builder, load_bm25
+from tandem.errors import ConfigError, DamagedError, DataError, DuplicateIdError, IndexError_, WriteError
+from tandem.index.bm25 import BM25_DIR, DEFAULT_BM25, BM25Builder, load_bm25
 from tandem.index.encoder import ENCODERS, Encoder, load_encoder
 from tandem.index.manifest import MANIFEST, Manifest, corpus_hash, corpus_hasher, update_corpus_hash
 from tandem.index.store import DOCS_FILE, DiskDocs, DocStore, DocsWriter, index_ids, parse_doc
@@ -35,10 +37,27 @@ from tandem.index.stream import (
     id_hash,
     work_dir,
 )
-from tandem.index.vectors import DEFAULT_DENSE, VectorStore, default_nlist, new_store, open_store, training_rows
-from tandem.io import atomic_open
+from tandem.index.vectors import (
+    DEFAULT_DENSE,
+    DENSE_FILE,
+    VectorStore,
+    default_nlist,
+    new_store,
+    open_store,
+    training_rows,
+)
+from tandem.io import atomic_open, write_error
 from tandem.models import DEFAULT_ENCODER, canonical_name
-from tandem.outdir import MARKER, atomic_dir, check_owned, folder_lock, recover_swap
+from tandem.outdir import (
+    MARKER,
+    atomic_dir,
+    check_files,
+    check_owned,
+    damaged_files,
+    folder_lock,
+    read_marker,
+    recover_swap,
+)
 from tandem.registry import INDEX_KINDS
 from tandem.types import Document, OnProgress
 
@@ -108,11 +127,12 @@ def build_index(
         recover_swap(out)
         check_owned(out, "index", replacing=True)  # before any work
         work = WorkFolder(work_dir(out), signature)
-        _encode(docs, work, encoding if "dense" in components else None, shard_size, on_progress)
-        with atomic_dir(out, "index") as tmp:
-            _assemble(tmp, manifest, work, None, bm25_params, dense_params)
-            _run_extras(extras, DocStore.load(tmp), enc, tmp, manifest)
-            manifest.save(tmp)
+        with _work_kept(work, out):
+            _encode(docs, work, encoding if "dense" in components else None, shard_size, on_progress)
+            with atomic_dir(out, "index") as tmp:
+                _assemble(tmp, manifest, work, None, bm25_params, dense_params)
+                _run_extras(extras, DocStore.load(tmp), enc, tmp, manifest)
+                manifest.save(tmp)
         work.remove()
     return manifest
 
@@ -152,12 +172,34 @@ def add_documents(
         signature = {"add_to": manifest.corpus_hash, "encoder": manifest.encoder, "batch_size": batch_size,
                      "shard_size": shard_size}
         work = WorkFolder(work_dir(src), signature)
-        _encode(docs, work, encoding if enc is not None else None, shard_size, on_progress)
-        with atomic_dir(src, "index") as tmp:
-            _assemble(tmp, manifest, work, src, manifest.params.get("bm25"), manifest.params.get("dense"))
-            manifest.save(tmp)
+        with _work_kept(work, src):
+            _encode(docs, work, encoding if enc is not None else None, shard_size, on_progress)
+            with atomic_dir(src, "index") as tmp:
+                _assemble(tmp, manifest, work, src, manifest.params.get("bm25"), manifest.params.get("dense"))
+                manifest.save(tmp)
         work.remove()
     return manifest
+
+
+@contextlib.contextmanager
+def _work_kept(work: WorkFolder, out: Path) -> Iterator[None]:
+    """What becomes of the work folder when a build fails: a refused input (a DataError, e.g. a
+    duplicate id or a malformed record) removes it; a write failure (full disk, read-only target) keeps
+    the finished shards and names the folder with how to resume or remove it."""
+    try:
+        yield
+    except (WriteError, OSError) as exc:
+        error = exc if isinstance(exc, WriteError) else write_error(exc, out, "index")
+        if error is None:
+            raise
+        if not work.shards:
+            work.remove()
+            raise error from exc
+        raise WriteError(f"{error}; the {work.count} documents encoded so far are kept in {work.path}: free space "
+                         f"and run the same command again to resume there, or delete that folder") from exc
+    except DataError:
+        work.remove()
+        raise
 
 
 def _encode(docs: Iterable[Document], work: WorkFolder, encoding: ShardEncoder | None, shard_size: int,
@@ -226,7 +268,8 @@ def _check_unique_ids(id_hashes: np.ndarray, docs: DiskDocs, base: Path | None, 
         if first < base_count <= second:
             raise DataError(f"document id {doc_id!r} is already in the index {base} (row {first}): "
                             "give new ids to the documents you add")
-        raise DataError(f"duplicate document id {doc_id!r} in the corpus (documents {first} and {second})")
+        raise DuplicateIdError(f"duplicate document id {doc_id!r} in the corpus (documents {first} and {second})",
+                               doc_id, (first, second))
 
 
 EXTENDABLE = ("flat", "ivf", "hnsw")  # FAISS kinds --add extends in place; other stores are rebuilt
@@ -338,6 +381,15 @@ def _save_extra(folder: Path, manifest: Manifest, name: str, array: np.ndarray) 
     manifest.extras[name] = {"dtype": str(array.dtype), "shape": list(array.shape)}
 
 
+def repair_hint(folder: Path, file: str) -> str:
+    """How to repair the damaged ``file`` of the index ``folder``: an extra is computed again with
+    ``--add-extras``, any other file needs a rebuild."""
+    if file.startswith(f"{EXTRAS_DIR}/"):
+        name = Path(file).stem.split("_")[0]
+        return f"compute it again: tandem index --index {folder} --add-extras {name}"
+    return f"rebuild the index: tandem index --out {folder} ... (with the corpus it was built from)"
+
+
 class Index:
     """A loaded index folder: manifest, documents, and lazily loaded BM25 / FAISS / encoder / extras."""
 
@@ -346,6 +398,7 @@ class Index:
         """``encoder``: a name to check against the manifest, or an Encoder object to check and use."""
         self.folder = Path(folder)
         recover_swap(self.folder)
+        check_files(self.folder, lambda file: repair_hint(self.folder, file))  # sizes: cheap (verify hashes)
         self.manifest = Manifest.load(self.folder)
         if encoder is not None and not isinstance(encoder, str):
             self.__dict__["encoder"] = encoder  # fills the cached property below
@@ -355,10 +408,23 @@ class Index:
             folder=str(self.folder),
         )
         self._encoder_backend = encoder_backend
-        try:
+        with self._reading(DOCS_FILE):
             self.store = DocStore.load(self.folder)
-        except (OSError, ValueError, KeyError, DataError) as exc:
-            raise IndexError_(f"cannot load index {self.folder}: unreadable documents ({exc})") from exc
+
+    def fix(self, file: str) -> str:
+        """How to repair the damaged ``file`` of this index (:func:`repair_hint`)."""
+        return repair_hint(self.folder, file)
+
+    @contextlib.contextmanager
+    def _reading(self, file: str) -> Iterator[None]:
+        """Turn a failure to read a component into a DamagedError naming the file and the fix (the
+        libraries' own errors for damaged files: FAISS's RuntimeError, numpy's ValueError, ...)."""
+        try:
+            yield
+        except (OSError, ValueError, KeyError, EOFError, RuntimeError, DataError, json.JSONDecodeError) as exc:
+            reason = " ".join(str(exc).split())[:300]
+            raise DamagedError(f"cannot read {self.folder / file} ({type(exc).__name__}: {reason}): the file is "
+                               f"damaged; {self.fix(file)}") from exc
 
     @property
     def kind(self) -> str:
@@ -370,13 +436,16 @@ class Index:
     @cached_property
     def bm25(self) -> Any:
         self._need("bm25")
-        return load_bm25(self.folder, mmap=True)
+        with self._reading(BM25_DIR):
+            return load_bm25(self.folder, mmap=True)
 
     @cached_property
     def faiss(self) -> VectorStore:
         """The dense vector store (FAISS or Qdrant, see ``tandem.index.vectors``)."""
         self._need("dense")
-        return open_store(self.folder, self.manifest.params["dense"])
+        params = self.manifest.params["dense"]
+        with self._reading(DENSE_FILE) if params.get("store", "faiss") == "faiss" else contextlib.nullcontext():
+            return open_store(self.folder, params)
 
     @cached_property
     def encoder(self) -> Encoder:
@@ -389,11 +458,47 @@ class Index:
         """A per-document array stored at build time, memory-mapped."""
         if name not in self.manifest.extras:
             raise IndexError_(f"index {self.folder} has no extra array {name!r}; it has {sorted(self.manifest.extras)}")
-        return np.load(self.folder / EXTRAS_DIR / f"{name}.npy", mmap_mode="r")
+        with self._reading(f"{EXTRAS_DIR}/{name}.npy"):
+            array = np.load(self.folder / EXTRAS_DIR / f"{name}.npy", mmap_mode="r")
+        expected = self.manifest.extras[name].get("shape")
+        if expected is not None and list(array.shape) != list(expected):
+            raise DamagedError(f"{self.folder / EXTRAS_DIR / name}.npy has shape {list(array.shape)}, the manifest "
+                               f"records {expected}: the file is damaged; {self.fix(f'{EXTRAS_DIR}/{name}.npy')}")
+        return array
 
     def _need(self, component: str) -> None:
         if not self.has(component):
             raise IndexError_(f"index {self.folder} is {self.kind!r} and has no {component} component")
+
+
+def verify_index(folder: str | Path) -> dict[str, Any]:
+    """Check an index folder in full: every file recorded at build time against its size and sha256,
+    then every component opened. A DamagedError lists each damaged file and the fix; returns what was
+    checked (``files``: how many were hashed, 0 for a folder built before the records existed)."""
+    path = Path(folder)
+    recover_swap(path)
+    problems = damaged_files(path, deep=True)
+    if problems:
+        lines = "; ".join(f"{path / rel} {problem} ({repair_hint(path, rel)})" for rel, problem in problems)
+        raise DamagedError(f"index {path}: {len(problems)} damaged file{'s' if len(problems) > 1 else ''}: {lines}")
+    Manifest.load(path)  # a clear error for a folder that is not an index
+    index = open_index(path)
+    _ = len(index.store), index.store.ids  # every docs.jsonl line parsed
+    components = ["docs"]
+    if index.has("bm25"):
+        _ = index.bm25
+        components.append("bm25")
+    if index.has("dense"):
+        store = index.faiss
+        if store.ntotal != index.manifest.doc_count:
+            raise DamagedError(f"{path / DENSE_FILE} holds {store.ntotal} vectors for {index.manifest.doc_count} "
+                               f"documents: the file is damaged; {index.fix(DENSE_FILE)}")
+        components.append("dense")
+    for name in index.manifest.extras:
+        index.extra(name)
+        components.append(f"extra {name}")
+    return {"index": str(path), "files": len((read_marker(path) or {}).get("files") or {}),
+            "documents": index.manifest.doc_count, "components": components}
 
 
 def open_index(folder: str | Path, **kwargs: Any) -> Index:

@@ -68,7 +68,7 @@ class Manifest:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             manifest = cls(**data)
-        except (json.JSONDecodeError, TypeError) as exc:
+        except (ValueError, TypeError) as exc:  # malformed JSON or UTF-8, unknown or missing keys
             raise IndexError_(f"cannot load index {folder}: unreadable {MANIFEST} ({exc})") from exc
         if manifest.format_version != FORMAT_VERSION:
             raise IndexError_(

@@ -10,12 +10,15 @@ embeddings on (R²AG) and JSON-schema decoding that allows no free whitespace.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 
 import httpx
 
@@ -91,19 +94,56 @@ def wait_ready(base_url: str, process: subprocess.Popen[bytes] | None = None, ti
 def start_vllm(model: str = "local", *, python: str | None = None, host: str = "127.0.0.1", port: int = DEFAULT_PORT,
                log: Path | None = None, max_model_len: int = 8192, extra: Sequence[str] = ()) -> tuple[subprocess.Popen[bytes], str]:
     """Start vLLM in the background (output to ``log``); returns (process, ``--llm`` spec). Not yet ready:
-    call :func:`wait_ready`."""
+    call :func:`wait_ready`. On Linux vLLM gets SIGTERM when the thread that started it ends (the
+    process dying included), so no server outlives its owner: start it from a thread that lives as
+    long as the server should."""
     folder, name = model_folder(model)
     cmd = vllm_command(folder, name, python=vllm_python(python), host=host, port=port,
                        max_model_len=max_model_len, extra=extra)
     sink = open(log, "wb") if log is not None else subprocess.DEVNULL  # noqa: SIM115 - owned by the child
-    process = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=server_env(), start_new_session=True)
+    process = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.STDOUT, env=server_env(), start_new_session=True,
+                               preexec_fn=_dies_with(os.getpid()))
     return process, spec_for(name, host, port)
+
+
+def _dies_with(parent: int) -> Callable[[], None] | None:
+    """For ``Popen(preexec_fn=...)`` on Linux: the child gets SIGTERM when the process that started it
+    dies, even by SIGKILL (``PR_SET_PDEATHSIG``), so no server is left holding its port; None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+
+    def arm() -> None:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before the line above
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return arm
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP arrived: handled like Ctrl-C, so that the server is stopped on the way out."""
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """Within the block, SIGTERM and SIGHUP (a ``kill``, a service manager, a container stop, a closed
+    terminal) raise :class:`Stopped` in the main thread, as Ctrl-C raises KeyboardInterrupt; the
+    previous handlers come back after."""
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        raise Stopped(signal.Signals(signum).name)
+
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def stop(process: subprocess.Popen[bytes], grace: float = 20.0) -> None:
     """SIGTERM, then SIGKILL after ``grace`` seconds (the whole process group: vLLM forks workers)."""
-    import signal
-
     if process.poll() is not None:
         return
     try:

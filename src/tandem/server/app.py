@@ -44,6 +44,7 @@ from tandem.errors import (
     NotFound,
     TandemError,
 )
+from tandem.io import SURROGATE, lone_surrogate
 from tandem.registry import METHODS
 from tandem.secrets import redact, register_secret
 from tandem.server import models as M
@@ -73,7 +74,9 @@ class UploadRequest(M.Strict):
 
 class BodyLimit:
     """ASGI middleware: a request body over its limit gets 413, whether it declares a length or comes
-    chunked (the body is read up to the limit, then handed on)."""
+    chunked (the body is read up to the limit, then handed on); a JSON body holding a lone surrogate
+    escape (``"\\ud800"``: valid JSON, but no character) or NaN / Infinity gets 400 (neither its
+    answer nor its validation error could be written as JSON)."""
 
     def __init__(self, app: Any, max_body: int, max_upload: int) -> None:
         self.app, self.max_body, self.max_upload = app, max_body, max_upload
@@ -97,6 +100,9 @@ class BodyLimit:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        if (reason := _unanswerable(body)) is not None:
+            await _error(400, f"request body holds {reason}", "bad_request")(scope, receive, send)
+            return
         sent = False
 
         async def replay() -> dict[str, Any]:
@@ -435,6 +441,30 @@ def _status(exc: BaseException) -> int:
         if cls in STATUS:
             return STATUS[cls]
     return 500
+
+
+class _Constant(Exception):
+    """``NaN``, ``Infinity`` or ``-Infinity`` in a body (Python's JSON reads them; JSON has no such numbers)."""
+
+
+def _unanswerable(body: bytes) -> str | None:
+    """Why a JSON body that parses could not be answered, not even with its validation error: a lone
+    surrogate escape, or NaN / Infinity (no JSON reply can hold either); None for any other body."""
+    lowered = body.lower()
+    if b"\\ud" not in lowered and b"nan" not in lowered and b"infinity" not in lowered:
+        return None
+
+    def constant(name: str) -> Any:
+        raise _Constant(name)
+
+    try:
+        text = body.decode("utf-8")
+        obj = json.loads(text, parse_constant=constant)
+    except _Constant as exc:
+        return f"{exc}, which is not a JSON number"
+    except (ValueError, RecursionError):
+        return None  # not JSON: FastAPI's own parse error answers it
+    return SURROGATE if lone_surrogate(text, obj) else None
 
 
 def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:

@@ -76,6 +76,7 @@ class FakeOpenAIServer:
         faults: Sequence[Fault] = (),
         model: str = "fake-model",
         owned_by: str = "fake",
+        port: int = 0,
     ) -> None:
         self.answer = answer
         self.owned_by = owned_by
@@ -91,7 +92,7 @@ class FakeOpenAIServer:
         self._stopping = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self.port = 0
+        self.port = port
 
     @property
     def base_url(self) -> str:
@@ -99,9 +100,9 @@ class FakeOpenAIServer:
         return f"http://127.0.0.1:{self.port}/v1"
 
     def start(self) -> FakeOpenAIServer:
-        """Bind an ephemeral port on 127.0.0.1 and serve in a daemon thread."""
+        """Bind ``port`` (0: an ephemeral one) on 127.0.0.1 and serve in a daemon thread."""
         handler = type("Handler", (_Handler,), {"server_state": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
         self._httpd.daemon_threads = True
         self.port = int(self._httpd.server_address[1])
         self._thread = threading.Thread(
@@ -247,3 +248,37 @@ def _last_user(body: dict[str, Any]) -> str:
         if message.get("role") == "user":
             return str(message.get("content", ""))
     return ""
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run a fake server in the foreground the way vLLM's OpenAI server is run (``python -m tandem.testing.
+    fake_server ... --port P --served-model-name NAME``; vLLM's other arguments are ignored), for tests
+    of process handling: ``--latency S`` per reply; ``--pid-file F`` gets "SERVER_PID WORKER_PID" once
+    it serves, the worker being a child process (vLLM forks workers). SIGTERM stops both and exits 0."""
+    import argparse
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--served-model-name", default="fake-model")
+    parser.add_argument("--latency", type=float, default=0.0)
+    parser.add_argument("--pid-file")
+    args, _ = parser.parse_known_args(argv)
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    stopped = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    with FakeOpenAIServer(model=args.served_model_name, port=args.port, latency_s=args.latency) as server:
+        if args.pid_file:
+            with open(args.pid_file, "w", encoding="utf-8") as handle:
+                handle.write(f"{os.getpid()} {worker.pid}\n")
+        print(f"serving {server.base_url}", flush=True)
+        stopped.wait()
+    worker.terminate()
+    worker.wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -32,8 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from tandem.errors import ConfigError
-from tandem.outdir import atomic_dir, recover_swap
+from tandem.errors import ConfigError, DamagedError
+from tandem.outdir import atomic_dir, check_files, recover_swap
 
 FEATURES = ("r", "gamma", "zeta")
 CONFIG_FILE, WEIGHTS_FILE, TRAINER_FILE, LORA_DIR = "r2former.json", "r2former.pt", "trainer.pt", "lora"
@@ -203,6 +203,7 @@ def load_r2former(folder: str | Path) -> R2Former:
     """An R²-Former from a checkpoint folder, in eval mode; a clear error for anything else."""
     path = Path(folder)
     recover_swap(path)  # a save cut between its two renames is rolled back
+    check_files(path, lambda _file: f"train it again: tandem train r2ag --out {path} --no-resume")
     if not (path / CONFIG_FILE).is_file() or not (path / WEIGHTS_FILE).is_file():
         raise ConfigError(f"{path} is not an R²-Former checkpoint (needs {CONFIG_FILE} and {WEIGHTS_FILE}); "
                           "train one with `tandem train r2ag`")
@@ -214,7 +215,11 @@ def load_r2former(folder: str | Path) -> R2Former:
     if unknown:
         raise ConfigError(f"{path}/{CONFIG_FILE}: unknown keys {unknown}")
     model = R2Former(R2FormerConfig(**raw))
-    model.load_state_dict(torch.load(path / WEIGHTS_FILE, map_location="cpu", weights_only=True))
+    try:
+        model.load_state_dict(torch.load(path / WEIGHTS_FILE, map_location="cpu", weights_only=True))
+    except (RuntimeError, EOFError, OSError) as exc:  # torch's "failed finding central directory", short reads
+        raise DamagedError(f"cannot read {path / WEIGHTS_FILE} ({str(exc).splitlines()[0][:200]}): the file is "
+                           f"damaged; train it again: tandem train r2ag --out {path} --no-resume") from exc
     return model.eval()
 
 
@@ -224,8 +229,12 @@ def load_trainer_state(folder: str | Path) -> dict[str, Any] | None:
     path = Path(folder) / TRAINER_FILE
     if not path.is_file():
         return None
+    fix = f"delete {Path(folder)} to start over (train r2ag: or use --no-resume)"
+    check_files(folder, lambda _file: fix)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         raise ConfigError(f"{path}: refusing to load (not a plain trainer state: "
                           f"{str(exc).splitlines()[0][:200]}); delete it or use --no-resume") from exc
+    except (RuntimeError, EOFError, OSError) as exc:
+        raise DamagedError(f"cannot read {path} ({str(exc).splitlines()[0][:200]}): the file is damaged; {fix}") from exc
