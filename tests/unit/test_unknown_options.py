@@ -28,7 +28,7 @@ def tandem(*args: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize(("kind", "args", "said"), [
     ("method", ["ask", "--method", "ircot", "--llm", "fake:x", "--set", "max_stepz=2", "Q?"],
-     "unknown setting 'max_stepz'; valid settings: ['candidates', 'k', 'max_steps'"),
+     "unknown setting 'max_stepz'; valid settings: ['candidates', 'first_stage', 'k', 'max_steps'"),
     ("reranker", ["ask", "--method", "naive_rag", "--llm", "fake:x", "--set", "reranker=colbert", "Q?"],
      "Input should be 'bi_encoder', 'cross_encoder' or 'none'"),
     ("retriever", ["retrieve", "--retriever", "bm25", "--retriever-opt", "depht=5", "Q?"],
