@@ -21,6 +21,15 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True, arbitrary_types_allowed=True)
     #: old setting name -> its name now: accepted for one release with a deprecation message
     renamed: ClassVar[dict[str, str]] = {}
+    #: (a, b) pairs of settings where a may not exceed b (k within candidates, ...), checked after the fields
+    at_most: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        for small, large in self.at_most:
+            if getattr(self, small) > getattr(self, large):
+                raise ValueError(f"{small} ({getattr(self, small)}) must not exceed {large} ({getattr(self, large)})")
+        return self
 
     @model_validator(mode="before")
     @classmethod

@@ -7,13 +7,22 @@ docs/methods/*.md."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
 from tandem.settings import SERVER_ONLY, Settings
 
 DUALRAG_ROLES = ("reasoner", "entity_identifier", "summarizer", "answer")
+
+
+Reranker = Literal["bi_encoder", "cross_encoder", "none"]
+
+
+def _reranker(default: str, cross_and_none: str) -> Any:
+    """The ``reranker`` setting: ``default``, and what cross_encoder and none mean for the method."""
+    return Field(default, description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
+                                      + cross_and_none, json_schema_extra=SERVER_ONLY)
 
 
 def _temperature() -> float:
@@ -30,9 +39,7 @@ class DirectSettings(Settings):
 class RerankSettings(Settings):
     """The reranker a method's retrieved list goes through (built by :func:`tandem.compose.build_reranker`)."""
 
-    reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
-        "none", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
-                            "reranker_model; none: retrieval order", json_schema_extra=SERVER_ONLY)
+    reranker: Reranker = _reranker("none", "reranker_model; none: retrieval order")
     reranker_model: str | None = Field(None, description="the cross-encoder (local folder or hub name, e.g. "
                                                          "BAAI/bge-reranker-v2-m3); for bi_encoder, another encoder", json_schema_extra=SERVER_ONLY)
     min_score: float | None = Field(0.0, description="cross_encoder only: keep raw logits > min_score; null keeps all", json_schema_extra=SERVER_ONLY)
@@ -85,9 +92,7 @@ class DualRAGSettings(RerankSettings):
     max_iter: int = Field(5, ge=1, description="reasoning steps (paper: 5)")
     candidates: int = Field(50, ge=1, description="first-stage hits per keyword (paper's topk: 50)")
     k: int = Field(10, ge=1, description="documents kept per entity after reranking (paper's rerank_topk: 10)")
-    reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
-        "bi_encoder", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
-                                  "reranker_model (the paper's bge-reranker-v2-m3); none: the ablation", json_schema_extra=SERVER_ONLY)
+    reranker: Reranker = _reranker("bi_encoder", "reranker_model (the paper's bge-reranker-v2-m3); none: the ablation")
     keyword_retriever: Literal["dense", "index"] = Field("dense", description="dense: the index's dense part even "
                                                                               "on a hybrid index; index: its own "
                                                                               "retriever; a --retriever other than "
@@ -120,6 +125,7 @@ class CoopRAGSettings(Settings):
     """CoopRAG (docs/methods/cooprag.md): unroll, retrieve with U, RaLa rerank, complete, answer."""
 
     renamed: ClassVar[dict[str, str]] = {"n": "candidates"}
+    at_most: ClassVar[tuple[tuple[str, str], ...]] = (("k", "candidates"),)
 
     candidates: int = Field(100, ge=1, description="first-stage depth (the paper's n)", json_schema_extra=SERVER_ONLY)
     k: int = Field(5, ge=1, description="documents kept after reranking")
@@ -146,13 +152,6 @@ class CoopRAGSettings(Settings):
     omega: bool = Field(True, description="weight token terms by ω", json_schema_extra=SERVER_ONLY)
     variant: Literal["eq4", "eq3"] = Field("eq4", description="RaLa's scoring equation", json_schema_extra=SERVER_ONLY)
     fuse: Literal["rrf", "none"] = Field("rrf", description="fuse RaLa with the first stage by RRF", json_schema_extra=SERVER_ONLY)
-
-    @model_validator(mode="after")
-    def _depth(self) -> Self:
-        if self.k > self.candidates:
-            raise ValueError(f"k ({self.k}) must not exceed candidates ({self.candidates})")
-        return self
-
 
 class R2AGSettings(Settings):
     """R²AG (docs/methods/r2ag.md): retrieval features -> R²-Former -> vectors in the LLM's input."""
@@ -184,6 +183,7 @@ class GenGroundSettings(RerankSettings):
     retrieved documents, batch by batch."""
 
     renamed: ClassVar[dict[str, str]] = {"topk": "candidates", "rerank_topk": "k"}
+    at_most: ClassVar[tuple[tuple[str, str], ...]] = (("min_iter", "max_iter"),)
 
     max_iter: int = Field(5, ge=1, description="sub-questions at most (DualRAG's runs: 5)")
     min_iter: int = Field(1, ge=0, description="sub-questions asked and grounded before the plan may finish (the "
@@ -191,9 +191,7 @@ class GenGroundSettings(RerankSettings):
     candidates: int = Field(50, ge=1, description="first-stage hits per sub-question (DualRAG's runs: 50)")
     k: int = Field(10, ge=1, description="documents kept after reranking (DualRAG's runs: 10)")
     batch: int = Field(3, ge=1, description="documents per grounding call (the authors: 3)")
-    reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
-        "bi_encoder", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
-                                  "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order", json_schema_extra=SERVER_ONLY)
+    reranker: Reranker = _reranker("bi_encoder", "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order")
     temperature: float = _temperature()
     send_schema: bool = Field(True, description="send the plan role's bounded schema (false = prompt-only)")
     ground_format: Literal["json", "tags"] = Field(
@@ -203,12 +201,6 @@ class GenGroundSettings(RerankSettings):
                                                       "their schema)")
     max_tokens: int = Field(32, ge=1, description="final answer tokens")
 
-    @model_validator(mode="after")
-    def _min_within_max(self) -> Self:
-        if self.min_iter > self.max_iter:
-            raise ValueError(f"min_iter ({self.min_iter}) cannot exceed max_iter ({self.max_iter})")
-        return self
-
 
 class MetaRAGSettings(ReadSettings):
     """MetaRAG (docs/methods/baselines.md): answer, monitor, and on doubt a critic that diagnoses and suggests."""
@@ -216,9 +208,7 @@ class MetaRAGSettings(ReadSettings):
     max_iter: int = Field(5, ge=1, description="generations at most (the authors: 5)")
     candidates: int = Field(100, ge=1, description="first-stage depth (DualRAG's runs: 100)")
     k: int = Field(10, ge=1, description="documents kept after reranking (DualRAG's runs: 10)")
-    reranker: Literal["bi_encoder", "cross_encoder", "none"] = Field(
-        "bi_encoder", description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
-                                  "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order", json_schema_extra=SERVER_ONLY)
+    reranker: Reranker = _reranker("bi_encoder", "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order")
     monitor: Literal["pseudo_answer", "off"] = Field(
         "pseudo_answer", description="pseudo_answer: an LLM answers from the documents alone and the answer is "
                                      "accepted when the two are similar (the authors: a T5 expert); off: accept the "

@@ -5,9 +5,9 @@ options against that model (an unknown or bad option is a ConfigError naming the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from tandem.errors import ConfigError
 from tandem.index.build import Index, open_index
@@ -36,6 +36,8 @@ class HybridSettings(Settings):
 
 class GraphSettings(Settings):
     """Graph: a first stage, then personalized PageRank over the index's passage graph (docs/retrieval.md)."""
+
+    at_most: ClassVar[tuple[tuple[str, str], ...]] = (("seeds", "depth"),)
 
     first_stage: Literal["bm25", "dense", "hybrid"] | None = Field(None, description="the seeding retriever "
                                                                                      "(default: the index's kind)")
@@ -73,12 +75,6 @@ class GraphSettings(Settings):
     ranker: str = Field(_G["ranker"], description="learned re-ordering of the top rerank_depth: learned-v1 (shipped), "
                                                   "learned, a model file's path, or none")
     rerank_depth: int = Field(_G["rerank_depth"], ge=1, description="passages the learned ranker re-orders")
-
-    @model_validator(mode="after")
-    def _depth_covers_seeds(self) -> Self:
-        if self.depth < self.seeds:
-            raise ValueError(f"depth ({self.depth}) must be at least seeds ({self.seeds})")
-        return self
 
 
 @RETRIEVERS.register("bm25", needs=("bm25",), doc="BM25 over the index's sparse part (bm25s)")
