@@ -94,7 +94,7 @@ def test_tools_answer_and_refuse_in_process(index_dir):
             assert max_iter["default"] == 5 and max_iter["type"] == "integer"
             assert "r2former" in methods["r2ag"]["refused"] and "r2former" not in methods["r2ag"]["settings_schema"]["properties"]
             one = (await client.call_tool("list_methods", {"method": "naive_rag"})).structured_content["methods"]
-            assert [m["name"] for m in one] == ["naive_rag"] and one[0]["refused"] == ["min_score", "reranker", "reranker_model"]
+            assert [m["name"] for m in one] == ["naive_rag"] and one[0]["refused"] == ["first_stage", "min_score", "reranker", "reranker_model"]
             unknown = await client.call_tool("list_methods", {"method": "nope"})
             assert unknown.is_error and "unknown method 'nope'" in unknown.content[0].text
             read = await client.read_resource("passage://demo/d3")
