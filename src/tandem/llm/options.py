@@ -22,7 +22,7 @@ from tandem.llm.registry import parse_spec
 
 _IN_PROCESS = ("json_mode", "num_threads", "dtype")
 BACKEND_OPTIONS: dict[str, tuple[str, ...]] = {
-    "local": _IN_PROCESS,
+    "local": (*_IN_PROCESS, "engine", "weights", "max_batch", "kv_cache_gb"),
     "hf": (*_IN_PROCESS, "trust_remote_code"),
     "openai": ("json_mode", "timeout", "connect_timeout", "max_retries", "connect_retries", "timeout_retries",
                "backoff_base", "backoff_max",
