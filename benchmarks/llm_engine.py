@@ -10,7 +10,7 @@ One run, on the machine it runs on, prints JSON lines and then a Markdown table:
 - prefill tokens/s (one ~1,000-token prompt) and decode tokens/s (1 and 16 streams) of each engine
   through ``LLM.complete`` - prefill as a ratio to the bf16 GEMM peak in tokens/s,
   GEMM FLOPS / (2 x 106M non-embedding parameters); decode as a ratio to the targets (100 / 500 tok/s);
-- seconds per question of NativeRAG / CoopRAG / DualRAG (``tandem eval qa`` on the first N questions
+- seconds per question of NativeRAG (naive_rag) / CoopRAG / DualRAG (``tandem eval qa`` on the first N questions
   of HotpotQA dev500 over a BM25 index of its pool) at concurrency 1 and 8.
 
 Engines: ``torch`` (transformers, float32: the path before the OpenVINO engine), ``openvino`` (the
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT.parent / "shared" / "data" / "hotpotqa" / "dev500.jsonl"
 NON_EMBEDDING_PARAMS = 106e6  # SmolLM2-135M without its 28M tied embedding table
 DECODE_TARGETS = {1: 100.0, 16: 500.0}
-METHODS = ("nativerag", "cooprag", "dualrag")
+METHODS = ("naive_rag", "cooprag", "dualrag")
 ENGINES = ("torch", "openvino", "vllm")
 PASSAGE = (
     "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is "
