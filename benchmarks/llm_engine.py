@@ -3,6 +3,8 @@
     python benchmarks/llm_engine.py                                   # everything, 16 questions a method
     python benchmarks/llm_engine.py --questions 8 --engines openvino --methods dualrag --concurrency 8
     python benchmarks/llm_engine.py --skip-methods                    # GEMM, prefill and decode only
+    python benchmarks/llm_engine.py --same-answers 50                 # NativeRAG greedy answers, torch vs openvino
+    python benchmarks/llm_engine.py --compare RUN_TORCH RUN_OPENVINO  # the same from two existing eval runs
 
 One run, on the machine it runs on, prints JSON lines and then a Markdown table:
 
@@ -135,6 +137,38 @@ def method_seconds(method: str, llm_spec: str, llm_opts: list[str], index: Path,
             "fallback_rate": metrics.get("fallback_rate"), "errors": metrics.get("errors")}
 
 
+def compare_runs(base: Path, new: Path) -> dict[str, Any]:
+    """Greedy answers of two ``tandem eval qa`` runs over the same questions: the share identical,
+    EM/F1 of each on the questions both answered, and the questions whose answers differ."""
+    def read(run: Path) -> dict[str, dict[str, Any]]:
+        return {r["id"]: r for r in map(json.loads, (run / "predictions.jsonl").read_text().splitlines())}
+
+    a, b = read(base), read(new)
+    ids = [i for i in a if i in b]
+    if not ids:
+        raise SystemExit(f"no question answered in both {base} and {new}")
+    differ = [i for i in ids if a[i]["prediction"] != b[i]["prediction"]]
+
+    def mean(run: dict[str, dict[str, Any]], key: str) -> float:
+        return sum(run[i]["scores"][key] for i in ids) / len(ids)
+
+    return {"questions": len(ids), "identical": round(1 - len(differ) / len(ids), 3),
+            "em": [round(mean(a, "em"), 3), round(mean(b, "em"), 3)],
+            "f1": [round(mean(a, "f1"), 3), round(mean(b, "f1"), 3)],
+            "differ": [{"id": i, "question": a[i]["question"], "base": a[i]["prediction"], "new": b[i]["prediction"]}
+                       for i in differ]}
+
+
+def same_answers(questions: int, index: Path, out: Path) -> dict[str, Any]:
+    """NativeRAG on the first ``questions`` of dev500, torch (float32) then openvino, one at a time."""
+    for engine in ("torch", "openvino"):
+        cmd = [sys.executable, "-m", "tandem", "eval", "qa", "--method", "naive_rag", "--dataset", str(DATASET),
+               "--index", str(index), "--limit", str(questions), "--llm", "local", "--llm-opt", f"engine={engine}",
+               "--out", str(out / engine)]
+        subprocess.run(cmd, check=True, capture_output=True)
+    return compare_runs(out / "torch", out / "openvino")
+
+
 def start_vllm(port: int) -> tuple[subprocess.Popen[bytes] | None, str | None]:
     if not (ROOT / ".venv-vllm" / "bin" / "python").is_file():
         emit({"engine": "vllm", "skipped": "no .venv-vllm here (bash scripts/setup_vllm.sh makes it)"})
@@ -185,7 +219,16 @@ def main() -> None:
     parser.add_argument("--skip-methods", action="store_true")
     parser.add_argument("--skip-tokens", action="store_true")
     parser.add_argument("--vllm-port", type=int, default=8011)
+    parser.add_argument("--same-answers", type=int, metavar="N", help="only: NativeRAG answers, torch vs openvino")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_TORCH", "RUN_OPENVINO"))
     args = parser.parse_args()
+    if args.compare:
+        print(json.dumps(compare_runs(*args.compare), indent=1))
+        return
+    if args.same_answers:
+        out = ROOT / "runs" / "bench-llm-engine-answers"
+        print(json.dumps(same_answers(args.same_answers, ensure_index(args.index), out), indent=1))
+        return
     emit({"uptime_start": uptime(), "cpus": len(os.sched_getaffinity(0))})
     hw = emit({"gemm_gflops": gemm_peak()})["gemm_gflops"]
     emit({"prefill_peak_tok_s": hw["bf16"] * 1e9 / (2 * NON_EMBEDDING_PARAMS)})
