@@ -11,7 +11,7 @@ The conversion writes into a temporary folder next to the target and renames it 
 crash or a concurrent conversion never leaves a half-written model behind.
 
 The default engine (``engine="openvino"``, :mod:`tandem.llm.ov_engine`) runs an OpenVINO export of
-that folder, made once the same way (:func:`ensure_exported`) by ``optimum-cli export openvino`` in
+that folder (fp16 weights), made once the same way (:func:`ensure_exported`) by ``optimum-cli export openvino`` in
 the export environment ``scripts/setup.sh`` builds (optimum-intel pins an older transformers than
 tandem's, so it runs in its own interpreter):
 
@@ -41,7 +41,9 @@ from tandem.models import cache_root, canonical_name, offline_env, resolve_model
 
 MARKER = "tandem-conversion.json"
 ENGINES = ("auto", "openvino", "torch")
-WEIGHTS = ("int8", "int4", "fp16")
+# fp16 weights (computed in bf16 where the CPU has it) keep the float32 answers; int8 changed the demo's
+WEIGHTS = ("fp16", "int8", "int4")
+DEFAULT_WEIGHTS = "fp16"
 EXPORTER_ENV = "TANDEM_OV_EXPORTER"
 EXPORT_TIMEOUT_S = 900
 log = logging.getLogger(__name__)
@@ -140,7 +142,7 @@ def exported_dir(folder: str | Path, weights: str, cache_dir: str | Path | None 
     return root / f"{Path(folder).name}-ov-{weights}-{hashlib.sha256(raw.encode()).hexdigest()[:8]}"
 
 
-def ensure_exported(folder: str | Path, weights: str = "int8", cache_dir: str | Path | None = None) -> Path:
+def ensure_exported(folder: str | Path, weights: str = DEFAULT_WEIGHTS, cache_dir: str | Path | None = None) -> Path:
     """The OpenVINO export (stateful, KV cache as state) of the transformers ``folder``; made once.
 
     Runs ``optimum-cli export openvino --task text-generation-with-past --weight-format WEIGHTS`` in
@@ -187,7 +189,7 @@ def load_local(
     cache_dir: str | Path | None = None,
     spec: str | None = None,
     engine: str = "auto",
-    weights: str = "int8",
+    weights: str = DEFAULT_WEIGHTS,
     dtype: str | None = None,
     num_threads: int | None = None,
     json_mode: str = "schema",
