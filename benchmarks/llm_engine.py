@@ -113,7 +113,7 @@ def token_speeds(llm: Any, repeat: int) -> dict[str, float]:
 
 def ensure_index(folder: Path) -> Path:
     if not (folder / "index.json").is_file() and not any(folder.glob("*")):
-        subprocess.run([sys.executable, "-m", "tandem", "index", "--dataset", str(DATASET), "--kind", "bm25",
+        subprocess.run([sys.executable, "-m", "tandem.cli", "index", "--dataset", str(DATASET), "--kind", "bm25",
                         "--out", str(folder)], check=True)
     return folder
 
@@ -122,7 +122,7 @@ def method_seconds(method: str, llm_spec: str, llm_opts: list[str], index: Path,
                    concurrency: int) -> dict[str, Any]:
     """Wall seconds per question of ``tandem eval qa`` and the run's fallback rate."""
     with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, "-m", "tandem", "eval", "qa", "--method", method, "--dataset", str(DATASET),
+        cmd = [sys.executable, "-m", "tandem.cli", "eval", "qa", "--method", method, "--dataset", str(DATASET),
                "--index", str(index), "--limit", str(questions), "--concurrency", str(concurrency),
                "--llm", llm_spec, "--out", str(Path(out) / "run")]
         for opt in llm_opts:
@@ -162,7 +162,7 @@ def compare_runs(base: Path, new: Path) -> dict[str, Any]:
 def same_answers(questions: int, index: Path, out: Path) -> dict[str, Any]:
     """NativeRAG on the first ``questions`` of dev500, torch (float32) then openvino, one at a time."""
     for engine in ("torch", "openvino"):
-        cmd = [sys.executable, "-m", "tandem", "eval", "qa", "--method", "naive_rag", "--dataset", str(DATASET),
+        cmd = [sys.executable, "-m", "tandem.cli", "eval", "qa", "--method", "naive_rag", "--dataset", str(DATASET),
                "--index", str(index), "--limit", str(questions), "--llm", "local", "--llm-opt", f"engine={engine}",
                "--out", str(out / engine)]
         subprocess.run(cmd, check=True, capture_output=True)
@@ -173,7 +173,7 @@ def start_vllm(port: int) -> tuple[subprocess.Popen[bytes] | None, str | None]:
     if not (ROOT / ".venv-vllm" / "bin" / "python").is_file():
         emit({"engine": "vllm", "skipped": "no .venv-vllm here (bash scripts/setup_vllm.sh makes it)"})
         return None, None
-    proc = subprocess.Popen([sys.executable, "-m", "tandem", "llm", "serve", "--port", str(port)])
+    proc = subprocess.Popen([sys.executable, "-m", "tandem.cli", "llm", "serve", "--port", str(port)])
     url = f"http://127.0.0.1:{port}/v1"
     import httpx
 
