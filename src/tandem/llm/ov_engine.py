@@ -67,8 +67,7 @@ class OVLLM:
         model_dir: the OpenVINO export (``openvino_model.xml`` and config files).
         torch_dir: the transformers folder it was exported from (tokenizer, chat template, and the
             model for the embeddings path).
-        num_threads: CPU threads of the engine (else ``$TANDEM_LLM_THREADS``, else the CPUs this
-            process may use).
+        num_threads: CPU threads of the engine (else ``$TANDEM_LLM_THREADS``, else :func:`idle_cpus`).
         max_batch: sequences decoded together at most; ``kv_cache_gb``: memory for KV blocks
             (prefix cache included).
         dtype: inference precision (``float32``/``bfloat16``/``float16``); default: OpenVINO's
@@ -110,7 +109,7 @@ class OVLLM:
         self.pad_token_id = (
             self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_token_ids[0]
         )
-        self.threads = requested_threads(num_threads) or available_cpus()
+        self.threads = requested_threads(num_threads) or idle_cpus()
         self.context_window: int | None = _max_positions(self.torch_path)
         scheduler = ovg.SchedulerConfig()
         scheduler.enable_prefix_caching = True
@@ -282,6 +281,19 @@ class OVLLM:
 
     def __repr__(self) -> str:
         return f"OVLLM(name={self.name!r}, path={self.path!r}, threads={self.threads})"
+
+
+def idle_cpus() -> int:
+    """Threads for the engine when none are asked for: the CPUs this process may use, less what other
+    processes already keep busy (the 1-minute load average), at least 1. On a saturated 2-core machine
+    one thread decoded as fast as two or faster (docs/llm.md): threads that wait for a descheduled
+    sibling at every layer lose more than the second core gives."""
+    cpus = available_cpus()
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:
+        return cpus
+    return max(1, min(cpus, round(cpus - busy)))
 
 
 def _max_positions(folder: str) -> int | None:
