@@ -13,7 +13,7 @@ One run, on the machine it runs on, prints JSON lines and then a Markdown table:
   through ``LLM.complete`` - prefill as a ratio to the bf16 GEMM peak in tokens/s,
   GEMM FLOPS / (2 x 106M non-embedding parameters); decode as a ratio to the targets (100 / 500 tok/s);
 - seconds per question of NativeRAG (naive_rag) / CoopRAG / DualRAG (``tandem eval qa`` on the first N questions
-  of HotpotQA dev500 over a BM25 index of its pool) at concurrency 1 and 8.
+  of HotpotQA dev500 over a hybrid index of its pool (RaLa extras)) at concurrency 1 and 8.
 
 Engines: ``torch`` (transformers, float32: the path before the OpenVINO engine), ``openvino`` (the
 default), ``vllm`` (``tandem llm serve`` from .venv-vllm; skipped with a message when it is missing).
@@ -113,8 +113,9 @@ def token_speeds(llm: Any, repeat: int) -> dict[str, float]:
 
 def ensure_index(folder: Path) -> Path:
     if not (folder / "index.json").is_file() and not any(folder.glob("*")):
-        subprocess.run([sys.executable, "-m", "tandem.cli", "index", "--dataset", str(DATASET), "--kind", "bm25",
-                        "--out", str(folder)], check=True)
+        # hybrid with RaLa's extras: CoopRAG reranks with RaLa, which needs the index's encoder
+        subprocess.run([sys.executable, "-m", "tandem.cli", "index", "--dataset", str(DATASET), "--kind", "hybrid",
+                        "--extras", "rala", "--out", str(folder)], check=True)
     return folder
 
 
@@ -215,7 +216,7 @@ def main() -> None:
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--questions", type=int, default=16, help="dev500 questions per method run")
     parser.add_argument("--repeat", type=int, default=3, help="prefill measurements (median)")
-    parser.add_argument("--index", type=Path, default=ROOT / "runs" / "bench-llm-engine-index")
+    parser.add_argument("--index", type=Path, default=ROOT / "runs" / "bench-llm-engine-hybrid")
     parser.add_argument("--skip-methods", action="store_true")
     parser.add_argument("--skip-tokens", action="store_true")
     parser.add_argument("--vllm-port", type=int, default=8011)
