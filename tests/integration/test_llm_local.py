@@ -1,4 +1,5 @@
-"""The embedded SmolLM2 through the ``local`` backend (real model, CPU; first run converts ~20-40 s)."""
+"""The embedded SmolLM2 through the ``local`` backend's transformers engine (``engine=torch``; real model,
+CPU; first run converts ~20-40 s). The default OpenVINO engine: tests/integration/test_llm_openvino.py."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ FRANCE = LLMRequest.from_prompt("What is the capital of France? Answer in one wo
 
 @pytest.fixture(scope="module")
 def llm() -> HFLLM:
-    model = load_llm("local")
+    model = load_llm("local", engine="torch")
     assert isinstance(model, HFLLM)
     return model
 
@@ -83,7 +84,7 @@ def test_second_load_uses_the_cache(llm: HFLLM, monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(local, "_convert", no_conversion)
     start = time.perf_counter()
-    again = load_llm("local")
+    again = load_llm("local", engine="torch")
     elapsed = time.perf_counter() - start
     assert again.complete(FRANCE).text == llm.complete(FRANCE).text
     assert Path(again.path, local.MARKER).is_file()

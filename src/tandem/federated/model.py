@@ -127,7 +127,8 @@ class DecoderReader:
         from tandem.llm.local import load_local
 
         self.config = config
-        llm = load_local(config.reader_model) if not Path(config.reader_model).is_dir() else _load_hf(config.reader_model)
+        llm = (load_local(config.reader_model, engine="torch") if not Path(config.reader_model).is_dir()
+               else _load_hf(config.reader_model))
         self.tokenizer = llm.tokenizer
         self.end_ids = llm.eos_token_ids
         self.pad_id = llm.pad_token_id

@@ -41,6 +41,55 @@ _DTYPES = ("float32", "bfloat16", "float16")
 JSON_MODES = ("schema", "prompt")
 
 
+def chat_token_ids(tokenizer: Any, messages: Sequence[Message], add_generation_prompt: bool = True) -> list[int]:
+    """Token ids of ``messages`` through the tokenizer's chat template (with the generation prompt).
+
+    Without a chat template the contents are joined by blank lines (base models). Shared by every
+    in-process engine, so prompts and token counts are the same whichever engine runs them.
+    """
+    dicts = [m.to_dict() for m in messages]
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(dicts, add_generation_prompt=add_generation_prompt, tokenize=False)
+    else:
+        text = "\n\n".join(m["content"] for m in dicts)
+        if add_generation_prompt:
+            text += "\n\n"
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def end_of_turn_ids(tokenizer: Any, generation_config: Any, spec: str) -> list[int]:
+    """Token ids that end generation: :data:`END_OF_TURN_TOKENS` present in the vocabulary, then the
+    generation config's and the tokenizer's own eos ids. ConfigError when there is none."""
+    ids: list[int] = []
+    vocab = tokenizer.get_vocab()
+    for tok in END_OF_TURN_TOKENS:
+        if tok in vocab:
+            ids.append(int(vocab[tok]))
+    gen_eos = getattr(generation_config, "eos_token_id", None)
+    for value in (gen_eos if isinstance(gen_eos, list) else [gen_eos]) + [tokenizer.eos_token_id]:
+        if value is not None and int(value) not in ids:
+            ids.append(int(value))
+    if not ids:
+        raise ConfigError(f"{spec}: the tokenizer has no end-of-turn token; cannot stop generation")
+    return ids
+
+
+def requested_threads(num_threads: int | None) -> int | None:
+    """Threads asked for: ``num_threads`` if given, else ``$TANDEM_LLM_THREADS`` if set, else None."""
+    env = os.environ.get("TANDEM_LLM_THREADS", "").strip()
+    if not num_threads and env:
+        try:
+            num_threads = int(env)
+        except ValueError as exc:
+            raise ConfigError(f"TANDEM_LLM_THREADS must be an integer, got {env!r}") from exc
+    return max(1, int(num_threads)) if num_threads else None
+
+
+def available_cpus() -> int:
+    """CPUs this process may run on (its affinity mask), at least 1."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def configure_threads(num_threads: int | None) -> int:
     """Set torch's intra-op threads (process-wide) and return the number in force.
 
@@ -48,14 +97,7 @@ def configure_threads(num_threads: int | None) -> int:
     at the CPUs this process may use. On a busy machine fewer threads are much faster: torch's
     threads wait for each other at every operation (see docs/llm.md).
     """
-    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    env = os.environ.get("TANDEM_LLM_THREADS", "").strip()
-    if not num_threads and env:
-        try:
-            num_threads = int(env)
-        except ValueError as exc:
-            raise ConfigError(f"TANDEM_LLM_THREADS must be an integer, got {env!r}") from exc
-    target = num_threads if num_threads else min(torch.get_num_threads(), available)
+    target = requested_threads(num_threads) or min(torch.get_num_threads(), available_cpus())
     if target != torch.get_num_threads():
         torch.set_num_threads(max(1, target))
     return torch.get_num_threads()
@@ -144,21 +186,9 @@ class HFLLM:
             )
 
     def encode_chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> torch.Tensor:
-        """Token ids (shape ``[1, n]``) of ``messages`` through the tokenizer's chat template.
-
-        Without a chat template the contents are joined by blank lines (base models).
-        """
-        dicts = [m.to_dict() for m in messages]
-        if getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template(
-                dicts, add_generation_prompt=add_generation_prompt, tokenize=False
-            )
-        else:
-            text = "\n\n".join(m["content"] for m in dicts)
-            if add_generation_prompt:
-                text += "\n\n"
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        return torch.tensor([ids], dtype=torch.long)
+        """Token ids (shape ``[1, n]``) of ``messages`` through the tokenizer's chat template
+        (:func:`chat_token_ids`)."""
+        return torch.tensor([chat_token_ids(self.tokenizer, messages, add_generation_prompt)], dtype=torch.long)
 
     def count_tokens(self, text: str) -> int:
         """Number of tokens of ``text`` (no special tokens added)."""
@@ -228,18 +258,7 @@ class HFLLM:
     # -- internals -----------------------------------------------------------------------------
 
     def _eos_ids(self) -> list[int]:
-        ids: list[int] = []
-        vocab = self.tokenizer.get_vocab()
-        for tok in END_OF_TURN_TOKENS:
-            if tok in vocab:
-                ids.append(int(vocab[tok]))
-        gen_eos = getattr(self.model.generation_config, "eos_token_id", None)
-        for value in (gen_eos if isinstance(gen_eos, list) else [gen_eos]) + [self.tokenizer.eos_token_id]:
-            if value is not None and int(value) not in ids:
-                ids.append(int(value))
-        if not ids:
-            raise ConfigError(f"{self.spec}: the tokenizer has no end-of-turn token; cannot stop generation")
-        return ids
+        return end_of_turn_ids(self.tokenizer, self.model.generation_config, self.spec)
 
     def _generate(self, inputs: dict[str, Any], *, prompt_tokens: int, req: LLMRequest,
                   processors: Sequence[Any] = ()) -> LLMResponse:

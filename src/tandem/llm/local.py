@@ -9,6 +9,19 @@ and give identical logits:
 
 The conversion writes into a temporary folder next to the target and renames it into place, so a
 crash or a concurrent conversion never leaves a half-written model behind.
+
+The OpenVINO engine (``engine="openvino"``, :mod:`tandem.llm.ov_engine`) runs an OpenVINO export of
+that folder (fp16 weights), made once the same way (:func:`ensure_exported`) by ``optimum-cli export openvino`` in
+the export environment ``scripts/setup.sh`` builds (optimum-intel pins an older transformers than
+tandem's, so it runs in its own interpreter):
+
+    <cache root>/models/<name>-<key>-ov-<weights>/   (key: the converted folder + weights + OpenVINO version)
+
+``engine="torch"`` (the default) is the transformers path (:class:`HFLLM`); ``engine="auto"`` takes
+OpenVINO when it and its exporter are installed, else torch with a warning. OpenVINO is not the default
+yet: it prefills about 10x faster and answers NativeRAG about 6-10x sooner, but its grammar-constrained
+decoding of DualRAG's long bounded schemas was far slower than torch's (minutes per Entity Identifier
+call; docs/llm.md), and its fp16 greedy answers matched fp32 on 15 of 19 questions.
 """
 
 from __future__ import annotations
@@ -16,16 +29,27 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import logging
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
-from tandem.errors import ConfigError, ModelNotFoundError
+from tandem.errors import ConfigError, LLMError, ModelNotFoundError
 from tandem.io import atomic_path
 from tandem.llm.hf import HFLLM
 from tandem.models import cache_root, canonical_name, offline_env, resolve_model
 
 MARKER = "tandem-conversion.json"
+ENGINES = ("auto", "openvino", "torch")
+# fp16 weights (computed in bf16 where the CPU has it) keep the float32 answers; int8 changed the demo's
+WEIGHTS = ("fp16", "int8", "int4")
+DEFAULT_WEIGHTS = "fp16"
+EXPORTER_ENV = "TANDEM_OV_EXPORTER"
+EXPORT_TIMEOUT_S = 900
+log = logging.getLogger(__name__)
 
 
 def conversion_key(gguf_path: str | Path) -> str:
@@ -104,18 +128,103 @@ def short_name(name: str) -> str:
     return Path(short).stem if short.endswith(".gguf") else short
 
 
+def exporter_python() -> Path | None:
+    """Python of the export environment: ``$TANDEM_OV_EXPORTER``, else ``ov-export/`` inside this
+    interpreter's virtual environment (made by ``scripts/setup.sh``); None when there is none."""
+    env = os.environ.get(EXPORTER_ENV, "").strip()
+    path = Path(env) if env else Path(sys.prefix) / "ov-export" / "bin" / "python"
+    return path if path.is_file() else None
+
+
+def exported_dir(folder: str | Path, weights: str, cache_dir: str | Path | None = None) -> Path:
+    """Folder the OpenVINO export of the converted ``folder`` with ``weights`` lives in."""
+    import openvino
+
+    root = Path(cache_dir) if cache_dir is not None else cache_root("models")
+    raw = f"{Path(folder).name}:{weights}:{openvino.__version__}"
+    return root / f"{Path(folder).name}-ov-{weights}-{hashlib.sha256(raw.encode()).hexdigest()[:8]}"
+
+
+def ensure_exported(folder: str | Path, weights: str = DEFAULT_WEIGHTS, cache_dir: str | Path | None = None) -> Path:
+    """The OpenVINO export (stateful, KV cache as state) of the transformers ``folder``; made once.
+
+    Runs ``optimum-cli export openvino --task text-generation-with-past --weight-format WEIGHTS`` in
+    the export environment (:func:`exporter_python`), writes into a temporary folder and renames it
+    into place like :func:`ensure_converted`.
+    """
+    if weights not in WEIGHTS:
+        raise ConfigError(f"unknown weights {weights!r} for the openvino engine; weights: {list(WEIGHTS)}")
+    target = exported_dir(folder, weights, cache_dir)
+    if (target / MARKER).is_file():
+        return target
+    python = exporter_python()
+    if python is None:
+        raise ConfigError(f"the openvino engine needs its export environment once per model (optimum-intel): "
+                          f"run bash scripts/setup.sh, set ${EXPORTER_ENV} to its python, or use --llm-opt engine=torch")
+    cmd = [str(python), "-m", "optimum.commands.optimum_cli", "export", "openvino", "--model", str(folder),
+           "--task", "text-generation-with-past", "--weight-format", weights]
+    with atomic_path(target, folder=True, place=_rename_unless_converted) as tmp:
+        start = time.perf_counter()
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": ""}
+        try:
+            done = subprocess.run([*cmd, str(tmp)], capture_output=True, text=True, env=env, timeout=EXPORT_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            raise LLMError(f"exporting {folder} to OpenVINO took over {EXPORT_TIMEOUT_S} s") from exc
+        if done.returncode != 0 or not (tmp / "openvino_model.xml").is_file():
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-8:])
+            raise LLMError(f"exporting {folder} to OpenVINO failed (exit {done.returncode}): {tail}")
+        (tmp / MARKER).write_text(json.dumps({"source": str(folder), "weights": weights,
+                                              "seconds": round(time.perf_counter() - start, 1)}, indent=1))
+    return target
+
+
+def openvino_missing() -> str | None:
+    """Why the openvino engine cannot run here (a missing package), or None when it can."""
+    for module in ("openvino_genai", "xgrammar"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed"
+    return None
+
+
 def load_local(
     model: str = "smollm2",
     *,
     cache_dir: str | Path | None = None,
     spec: str | None = None,
-    dtype: str = "float32",
+    engine: str = "torch",
+    weights: str = DEFAULT_WEIGHTS,
+    dtype: str | None = None,
     num_threads: int | None = None,
     json_mode: str = "schema",
-) -> HFLLM:
-    """The ``local`` backend: convert ``model`` once (see module doc), then load it as :class:`HFLLM`."""
+    **engine_opts: Any,
+) -> Any:
+    """The ``local`` backend: convert ``model`` once (see module doc), then run it on ``engine``.
+
+    ``engine="openvino"``: :class:`tandem.llm.ov_engine.OVLLM` on the OpenVINO export with
+    ``weights`` (``engine_opts``: ``max_batch``, ``kv_cache_gb``); ``"torch"``: :class:`HFLLM`
+    (``dtype`` float32 unless given); ``"auto"``: openvino where installed, else torch.
+    """
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown engine {engine!r} for the local backend; engines: {list(ENGINES)}")
     folder = ensure_converted(model, cache_dir)
     short = short_name(model)
-    default_spec = "local" if short == "smollm2" else f"local:{model}"
-    return HFLLM(str(folder), spec=spec or default_spec, name=short, dtype=dtype, num_threads=num_threads,
-                 json_mode=json_mode)
+    spec = spec or ("local" if short == "smollm2" else f"local:{model}")
+    if engine == "auto":
+        missing = openvino_missing() or (None if exporter_python() or (exported_dir(folder, weights, cache_dir) / MARKER).is_file()
+                                         else "its export environment is missing (bash scripts/setup.sh)")
+        if missing:
+            log.warning("local LLM: the openvino engine is not available (%s); using the slower torch engine", missing)
+        engine = "torch" if missing else "openvino"
+    if engine == "torch":
+        if engine_opts:
+            raise ConfigError(f"options {sorted(engine_opts)} need engine=openvino")
+        return HFLLM(str(folder), spec=spec, name=short, dtype=dtype or "float32", num_threads=num_threads,
+                     json_mode=json_mode)
+    missing = openvino_missing()
+    if missing:
+        raise ConfigError(f"engine=openvino: {missing} (bash scripts/setup.sh installs it), or use engine=torch")
+    from tandem.llm.ov_engine import OVLLM
+
+    exported = ensure_exported(folder, weights, cache_dir)
+    return OVLLM(exported, folder, spec=spec, name=short, num_threads=num_threads, json_mode=json_mode, dtype=dtype,
+                 **engine_opts)

@@ -14,14 +14,17 @@ token per UTF-8 byte, a character is at most 4 bytes (an escape is 2: ``\\n``), 
 reply the grammar admits fits in ``worst_case_tokens(schema)`` tokens, end-of-turn included.
 A role whose ``max_tokens`` is at least that can never be cut off mid-JSON.
 
-In-process backends decode with llguidance (:class:`JSONConstraint`, a transformers logits
-processor); servers get the same bounded schema as ``response_format``.
+The transformers engine decodes with llguidance (:class:`JSONConstraint`, a transformers logits
+processor), the OpenVINO engine with the schema's grammar from xgrammar (:func:`json_ebnf`);
+servers get the same bounded schema as ``response_format``.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import re
 import threading
 from typing import Any
 
@@ -249,3 +252,29 @@ class _GrammarProcessor:
             allowed[:n] = bits[:n].astype(bool)
         scores[0, torch.from_numpy(~allowed)] = float("-inf")
         return scores
+
+
+# xgrammar's EBNF writes unbounded repeats as {m, -1}; the parser inside openvino-genai predates that
+_UNBOUNDED = re.compile(r"\{(0|1), -1\}")
+
+
+@functools.lru_cache(maxsize=256)
+def _ebnf(schema_key: str) -> str:
+    try:
+        import xgrammar
+    except ImportError as exc:  # a declared dependency of the openvino engine
+        raise ConfigError("schema decoding on the openvino engine needs xgrammar: bash scripts/setup.sh") from exc
+    try:
+        grammar = xgrammar.Grammar.from_json_schema(schema_key, any_whitespace=False, separators=(",", ":"),
+                                                    strict_mode=True)
+    except (RuntimeError, ValueError) as exc:
+        raise ConfigError(f"JSON schema not usable for constrained decoding: {exc}") from exc
+    return _UNBOUNDED.sub(lambda m: "*" if m.group(1) == "0" else "+", str(grammar))
+
+
+def json_ebnf(schema: dict[str, Any]) -> str:
+    """EBNF grammar (xgrammar's dialect, as openvino-genai reads it) of ``schema`` under the same
+    rules as :data:`GRAMMAR_OPTIONS`: compact separators and no whitespace between tokens. Bounded
+    strings admit no escapes at all here (a subset of what llguidance admits, so
+    :func:`worst_case_tokens` still bounds the reply). Cached per schema."""
+    return _ebnf(json.dumps(schema, sort_keys=True))

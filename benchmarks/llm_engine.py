@@ -1,0 +1,267 @@
+"""The embedded LLM's engines side by side, each figure as a ratio to what this machine allows.
+
+    python benchmarks/llm_engine.py                                   # everything, 16 questions a method
+    python benchmarks/llm_engine.py --questions 8 --engines openvino --methods dualrag --concurrency 8
+    python benchmarks/llm_engine.py --skip-methods                    # GEMM, prefill and decode only
+    python benchmarks/llm_engine.py --same-answers 50                 # NativeRAG greedy answers, torch vs openvino
+    python benchmarks/llm_engine.py --compare RUN_TORCH RUN_OPENVINO  # the same from two existing eval runs
+
+One run, on the machine it runs on, prints JSON lines and then a Markdown table:
+
+- the GEMM peak at SmolLM2's shapes (1024x576 . 576x1536, torch, fp32 and bf16, the process's CPUs);
+- prefill tokens/s (one ~1,000-token prompt) and decode tokens/s (1 and 16 streams) of each engine
+  through ``LLM.complete`` - prefill as a ratio to the bf16 GEMM peak in tokens/s,
+  GEMM FLOPS / (2 x 106M non-embedding parameters); decode as a ratio to the targets (100 / 500 tok/s);
+- seconds per question of NativeRAG (naive_rag) / CoopRAG / DualRAG (``tandem eval qa`` on the first N questions
+  of HotpotQA dev500 over a hybrid index of its pool (RaLa extras)) at concurrency 1 and 8.
+
+Engines: ``torch`` (transformers, float32: the path before the OpenVINO engine), ``openvino`` (the
+default), ``vllm`` (``tandem llm serve`` from .venv-vllm; skipped with a message when it is missing).
+``uptime`` is printed first and last: figures from a busy machine are not the machine's limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASET = ROOT.parent / "shared" / "data" / "hotpotqa" / "dev500.jsonl"
+NON_EMBEDDING_PARAMS = 106e6  # SmolLM2-135M without its 28M tied embedding table
+DECODE_TARGETS = {1: 100.0, 16: 500.0}
+METHODS = ("naive_rag", "cooprag", "dualrag")
+ENGINES = ("torch", "openvino", "vllm")
+PASSAGE = (
+    "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is "
+    "named after the engineer Gustave Eiffel, whose company designed and built the tower from 1887 "
+    "to 1889. Locally nicknamed La dame de fer, it was constructed as the centrepiece of the 1889 "
+    "World's Fair, and to crown the centennial anniversary of the French Revolution. "
+)
+
+
+def emit(record: dict[str, Any]) -> dict[str, Any]:
+    print(json.dumps(record), flush=True)
+    return record
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def gemm_peak(seconds: float = 2.0) -> dict[str, float]:
+    """GFLOPS of torch matmul at SmolLM2's MLP shape, fp32 and bf16, best of ~``seconds`` each."""
+    import torch
+
+    out: dict[str, float] = {}
+    for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
+        a, b = torch.randn(1024, 576, dtype=dtype), torch.randn(576, 1536, dtype=dtype)
+        for _ in range(3):
+            a @ b
+        best, end = float("inf"), time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            start = time.perf_counter()
+            for _ in range(10):
+                a @ b
+            best = min(best, (time.perf_counter() - start) / 10)
+        out[name] = 2 * 1024 * 576 * 1536 / best / 1e9
+    return out
+
+
+def load_engine(engine: str, vllm_url: str | None) -> Any:
+    from tandem.llm import load_llm
+
+    if engine == "vllm":
+        return load_llm(f"openai:smollm2@{vllm_url}", max_concurrency=16, json_mode="schema")
+    return load_llm("local", engine=engine)
+
+
+def token_speeds(llm: Any, repeat: int) -> dict[str, float]:
+    """Prefill tok/s on ~1,000-token prompts (a fresh prefix each time: no cache hit), decode tok/s
+    over 128 tokens in 1 and 16 concurrent streams."""
+    from tandem.llm import LLMRequest
+
+    llm.complete(LLMRequest.from_prompt("Hello", max_tokens=4))  # warm-up
+    prefill = []
+    for i in range(repeat):
+        req = LLMRequest.from_prompt(f"Note {time.time_ns()}-{i}.\n" + PASSAGE * 14 + "\nWho designed the tower?",
+                                     max_tokens=1)
+        r = llm.complete(req)
+        prefill.append(r.prompt_tokens / r.latency_s)
+    prefill_tps = sorted(prefill)[len(prefill) // 2]
+
+    def story(i: int) -> Any:
+        return llm.complete(LLMRequest.from_prompt(f"Write a long story about dragon number {i} and a knight.",
+                                                   max_tokens=128))
+
+    single = story(0)
+    decode1 = single.completion_tokens / max(1e-9, single.latency_s - single.prompt_tokens / prefill_tps)
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        many = list(pool.map(story, range(1, 17)))
+    decode16 = sum(r.completion_tokens for r in many) / (time.perf_counter() - start)
+    return {"prefill_tok_s": prefill_tps, "decode1_tok_s": decode1, "decode16_tok_s": decode16,
+            "prompt_tokens": float(r.prompt_tokens)}
+
+
+def ensure_index(folder: Path) -> Path:
+    if not (folder / "index.json").is_file() and not any(folder.glob("*")):
+        # hybrid with RaLa's extras: CoopRAG reranks with RaLa, which needs the index's encoder
+        subprocess.run([sys.executable, "-m", "tandem.cli", "index", "--dataset", str(DATASET), "--kind", "hybrid",
+                        "--extras", "rala", "--out", str(folder)], check=True)
+    return folder
+
+
+def method_seconds(method: str, llm_spec: str, llm_opts: list[str], index: Path, questions: int,
+                   concurrency: int) -> dict[str, Any]:
+    """Wall seconds per question of ``tandem eval qa`` and the run's fallback rate."""
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [sys.executable, "-m", "tandem.cli", "eval", "qa", "--method", method, "--dataset", str(DATASET),
+               "--index", str(index), "--limit", str(questions), "--concurrency", str(concurrency),
+               "--llm", llm_spec, "--out", str(Path(out) / "run")]
+        for opt in llm_opts:
+            cmd += ["--llm-opt", opt]
+        start = time.perf_counter()
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        wall = time.perf_counter() - start
+        if done.returncode != 0:
+            return {"error": (done.stderr or done.stdout).strip().splitlines()[-1:]}
+        metrics = json.loads((Path(out) / "run" / "metrics.json").read_text())
+    return {"s_per_q": wall / questions, "wall_s": wall, "em": metrics.get("em"), "f1": metrics.get("f1"),
+            "fallback_rate": metrics.get("fallback_rate"), "errors": metrics.get("errors")}
+
+
+def compare_runs(base: Path, new: Path) -> dict[str, Any]:
+    """Greedy answers of two ``tandem eval qa`` runs over the same questions: the share identical,
+    EM/F1 of each on the questions both answered, and the questions whose answers differ."""
+    def read(run: Path) -> dict[str, dict[str, Any]]:
+        return {r["id"]: r for r in map(json.loads, (run / "predictions.jsonl").read_text().splitlines())}
+
+    a, b = read(base), read(new)
+    ids = [i for i in a if i in b]
+    if not ids:
+        raise SystemExit(f"no question answered in both {base} and {new}")
+    differ = [i for i in ids if a[i]["prediction"] != b[i]["prediction"]]
+
+    def mean(run: dict[str, dict[str, Any]], key: str) -> float:
+        return sum(run[i]["scores"][key] for i in ids) / len(ids)
+
+    return {"questions": len(ids), "identical": round(1 - len(differ) / len(ids), 3),
+            "em": [round(mean(a, "em"), 3), round(mean(b, "em"), 3)],
+            "f1": [round(mean(a, "f1"), 3), round(mean(b, "f1"), 3)],
+            "differ": [{"id": i, "question": a[i]["question"], "base": a[i]["prediction"], "new": b[i]["prediction"]}
+                       for i in differ]}
+
+
+def same_answers(questions: int, index: Path, out: Path) -> dict[str, Any]:
+    """NativeRAG on the first ``questions`` of dev500, torch (float32) then openvino, one at a time."""
+    for engine in ("torch", "openvino"):
+        cmd = [sys.executable, "-m", "tandem.cli", "eval", "qa", "--method", "naive_rag", "--dataset", str(DATASET),
+               "--index", str(index), "--limit", str(questions), "--llm", "local", "--llm-opt", f"engine={engine}",
+               "--out", str(out / engine)]
+        subprocess.run(cmd, check=True, capture_output=True)
+    return compare_runs(out / "torch", out / "openvino")
+
+
+def start_vllm(port: int) -> tuple[subprocess.Popen[bytes] | None, str | None]:
+    if not (ROOT / ".venv-vllm" / "bin" / "python").is_file():
+        emit({"engine": "vllm", "skipped": "no .venv-vllm here (bash scripts/setup_vllm.sh makes it)"})
+        return None, None
+    proc = subprocess.Popen([sys.executable, "-m", "tandem.cli", "llm", "serve", "--port", str(port)])
+    url = f"http://127.0.0.1:{port}/v1"
+    import httpx
+
+    for _ in range(600):
+        try:
+            if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            time.sleep(1)
+    proc.terminate()
+    emit({"engine": "vllm", "skipped": "the server did not answer in 10 minutes"})
+    return None, None
+
+
+def table(rows: list[dict[str, Any]], hw: dict[str, float]) -> str:
+    peak_tps = hw["bf16"] * 1e9 / (2 * NON_EMBEDDING_PARAMS)
+    lines = [f"GEMM 1024x576.576x1536: fp32 {hw['fp32']:.0f} GFLOPS, bf16 {hw['bf16']:.0f} GFLOPS "
+             f"(= {peak_tps:.0f} tok/s of prefill at 2 x 106M FLOPs a token)", "",
+             "| engine | prefill tok/s (x bf16 peak) | decode 1 stream tok/s (x 100) | decode 16 streams tok/s (x 500) |",
+             "| --- | --- | --- | --- |"]
+    for r in rows:
+        if "prefill_tok_s" in r:
+            lines.append(f"| {r['engine']} | {r['prefill_tok_s']:.0f} ({r['prefill_tok_s'] / peak_tps:.2f}) | "
+                         f"{r['decode1_tok_s']:.1f} ({r['decode1_tok_s'] / 100:.2f}) | "
+                         f"{r['decode16_tok_s']:.0f} ({r['decode16_tok_s'] / 500:.2f}) |")
+    lines += ["", "| engine | method | concurrency | questions | s / question | EM | F1 | fallback rate |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if "s_per_q" in r:
+            lines.append(f"| {r['engine']} | {r['method']} | {r['concurrency']} | {r['questions']} | "
+                         f"{r['s_per_q']:.1f} | {r['em']:.3f} | {r['f1']:.3f} | {r['fallback_rate']} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
+    parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+    parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 8])
+    parser.add_argument("--questions", type=int, default=16, help="dev500 questions per method run")
+    parser.add_argument("--repeat", type=int, default=3, help="prefill measurements (median)")
+    parser.add_argument("--index", type=Path, default=ROOT / "runs" / "bench-llm-engine-hybrid")
+    parser.add_argument("--skip-methods", action="store_true")
+    parser.add_argument("--skip-tokens", action="store_true")
+    parser.add_argument("--vllm-port", type=int, default=8011)
+    parser.add_argument("--same-answers", type=int, metavar="N", help="only: NativeRAG answers, torch vs openvino")
+    parser.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_TORCH", "RUN_OPENVINO"))
+    args = parser.parse_args()
+    if args.compare:
+        print(json.dumps(compare_runs(*args.compare), indent=1))
+        return
+    if args.same_answers:
+        out = ROOT / "runs" / "bench-llm-engine-answers"
+        print(json.dumps(same_answers(args.same_answers, ensure_index(args.index), out), indent=1))
+        return
+    emit({"uptime_start": uptime(), "cpus": len(os.sched_getaffinity(0))})
+    hw = emit({"gemm_gflops": gemm_peak()})["gemm_gflops"]
+    emit({"prefill_peak_tok_s": hw["bf16"] * 1e9 / (2 * NON_EMBEDDING_PARAMS)})
+    rows: list[dict[str, Any]] = []
+    proc, vllm_url = start_vllm(args.vllm_port) if "vllm" in args.engines else (None, None)
+    try:
+        for engine in args.engines:
+            if engine == "vllm" and vllm_url is None:
+                continue
+            if not args.skip_tokens:
+                llm = load_engine(engine, vllm_url)
+                rows.append(emit({"engine": engine, **token_speeds(llm, args.repeat)}))
+                if hasattr(llm, "close"):
+                    llm.close()
+                del llm
+            if args.skip_methods:
+                continue
+            index = ensure_index(args.index)
+            spec, opts = (f"openai:smollm2@{vllm_url}", ["json_mode=schema", "max_concurrency=16"]) \
+                if engine == "vllm" else ("local", [f"engine={engine}"])
+            for method in args.methods:
+                for c in args.concurrency:
+                    result = method_seconds(method, spec, opts, index, args.questions, c)
+                    rows.append(emit({"engine": engine, "method": method, "concurrency": c,
+                                      "questions": args.questions, **result}))
+    finally:
+        if proc is not None:
+            proc.terminate()
+    emit({"uptime_end": uptime()})
+    print()
+    print(table(rows, hw))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,306 @@
+"""The ``local`` backend's default engine: OpenVINO GenAI with continuous batching and prefix caching.
+
+:class:`OVLLM` runs an OpenVINO export of the converted model (:func:`tandem.llm.local.ensure_exported`)
+in a ``ContinuousBatchingPipeline`` driven by one engine thread:
+
+- every :meth:`OVLLM.complete` call, from any thread, queues its request; the engine thread adds it
+  to the running batch at the next step, so the eval runner's and the server's concurrent requests
+  decode together (continuous batching), each with its own grammar and stop strings;
+- prefix caching keeps the KV blocks of prompts already seen: a role's instructions and
+  demonstrations, and a question's growing prefix across a method's steps, are computed once;
+- OpenVINO's CPU plugin picks its kernels at run time for the CPU it runs on (AVX2, AVX-512,
+  AVX-512 BF16/VNNI, AMX) and computes in bf16 where the CPU has it; weights are fp16 by default.
+
+Prompts are the same token ids the transformers engine builds (:func:`tandem.llm.hf.chat_token_ids`),
+so prompt and completion token counts mean the same thing on both engines. A request's JSON schema
+becomes an EBNF grammar without free whitespace (:func:`tandem.llm.structured.json_ebnf`).
+
+Methods that work on input embeddings (R²AG) and training use the model in transformers: the
+members that need it (``model``, ``embed_ids``, ``generate_from_embeds``, ...) load :class:`HFLLM` on
+the converted folder at first use.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tandem.errors import ConfigError, LLMError
+from tandem.llm.hf import (
+    HFLLM,
+    JSON_MODES,
+    available_cpus,
+    chat_token_ids,
+    end_of_turn_ids,
+    requested_threads,
+)
+from tandem.llm.structured import json_ebnf
+from tandem.llm.types import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
+from tandem.models import offline_env
+
+# ``dtype`` option -> OpenVINO's inference precision (default: the plugin's choice, bf16 where the CPU has it)
+PRECISIONS = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+DEFAULT_MAX_BATCH = 16
+DEFAULT_KV_CACHE_GB = 1
+
+
+@dataclass
+class _Job:
+    ids: list[int]
+    config: Any
+    future: Future[tuple[Any, Any]] = field(default_factory=Future)
+    handle: Any = None
+
+
+class OVLLM:
+    """A causal LM exported to OpenVINO, served to many threads by one continuous-batching engine.
+
+    Args:
+        model_dir: the OpenVINO export (``openvino_model.xml`` and config files).
+        torch_dir: the transformers folder it was exported from (tokenizer, chat template, and the
+            model for the embeddings path).
+        num_threads: CPU threads of the engine (else ``$TANDEM_LLM_THREADS``, else :func:`idle_cpus`).
+        max_batch: sequences decoded together at most; ``kv_cache_gb``: memory for KV blocks
+            (prefix cache included).
+        dtype: inference precision (``float32``/``bfloat16``/``float16``); default: OpenVINO's
+            choice for the CPU (bf16 where it has AVX-512 BF16 or AMX).
+
+    Attributes:
+        tokenizer: the transformers tokenizer; ``eos_token_ids``: ids that end generation;
+        threads: engine threads; peak_batch: the most sequences seen in one step.
+    """
+
+    def __init__(
+        self,
+        model_dir: str | Path,
+        torch_dir: str | Path,
+        *,
+        spec: str = "local",
+        name: str = "smollm2",
+        num_threads: int | None = None,
+        json_mode: str = "schema",
+        max_batch: int = DEFAULT_MAX_BATCH,
+        kv_cache_gb: int = DEFAULT_KV_CACHE_GB,
+        dtype: str | None = None,
+    ) -> None:
+        if json_mode not in JSON_MODES:
+            raise ConfigError(f"unknown json_mode {json_mode!r} for an in-process model; modes: {sorted(JSON_MODES)}")
+        if dtype is not None and dtype not in PRECISIONS:
+            raise ConfigError(f"unknown dtype {dtype!r}; dtypes: {sorted(PRECISIONS)}")
+        if max_batch < 1 or kv_cache_gb < 1:
+            raise ConfigError(f"max_batch and kv_cache_gb must be >= 1, got {max_batch} and {kv_cache_gb}")
+        offline_env()
+        import openvino_genai as ovg
+        from transformers import AutoTokenizer, GenerationConfig
+
+        self._ovg = ovg
+        self.spec, self.name, self.json_mode = spec, name, json_mode
+        self.path, self.torch_path = str(model_dir), str(torch_dir)
+        self.tokenizer: Any = AutoTokenizer.from_pretrained(self.torch_path)
+        self.eos_token_ids = end_of_turn_ids(self.tokenizer, GenerationConfig.from_pretrained(self.torch_path), spec)
+        self.pad_token_id = (
+            self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_token_ids[0]
+        )
+        self.threads = requested_threads(num_threads) or idle_cpus()
+        self.context_window: int | None = _max_positions(self.torch_path)
+        scheduler = ovg.SchedulerConfig()
+        scheduler.enable_prefix_caching = True
+        scheduler.cache_size = kv_cache_gb
+        scheduler.max_num_seqs = max_batch
+        scheduler.max_num_batched_tokens = 2048
+        scheduler.dynamic_split_fuse = True
+        props: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "CACHE_DIR": str(Path(model_dir) / "compiled")}
+        if dtype is not None:
+            props["INFERENCE_PRECISION_HINT"] = PRECISIONS[dtype]
+        try:
+            self._pipe = ovg.ContinuousBatchingPipeline(self.path, scheduler, "CPU", props)
+        except RuntimeError as exc:
+            raise LLMError(f"{spec}: OpenVINO could not load {self.path}: {exc}") from exc
+        self.peak_batch = 0
+        self._tok_lock = threading.Lock()  # fast tokenizers are not safe to call from several threads
+        self._torch: HFLLM | None = None
+        self._torch_lock = threading.Lock()
+        self._ids = itertools.count()
+        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._engine = threading.Thread(target=self._run, name=f"tandem-ov-{name}", daemon=True)
+        self._engine.start()
+
+    @property
+    def constrains_json(self) -> bool:
+        """True when requests with a JSON schema are decoded under it (``json_mode="schema"``)."""
+        return self.json_mode == "schema"
+
+    # -- chat completion ---------------------------------------------------------------------
+
+    def complete(self, req: LLMRequest) -> LLMResponse:
+        """Greedy (``temperature == 0``) or seeded sampling generation for one chat request; blocks
+        until done while other threads' requests decode in the same batch."""
+        constrained = req.json_schema is not None and self.constrains_json
+        messages = req.messages if constrained else with_json_instruction(req)
+        with self._tok_lock:
+            ids = chat_token_ids(self.tokenizer, messages)
+        config = self._config(req, constrained)
+        start = time.perf_counter()
+        job = _Job(ids, config)
+        self._queue.put(job)
+        output, _status = job.future.result()
+        latency = time.perf_counter() - start
+        new_ids = [int(t) for t in output.generated_ids]
+        ended = bool(new_ids) and new_ids[-1] in self.eos_token_ids
+        with self._tok_lock:
+            raw = str(self.tokenizer.decode(new_ids[:-1] if ended else new_ids, skip_special_tokens=True))
+        text, hit_stop = truncate_at_stop(raw, req.stop)
+        return LLMResponse(
+            text=text,
+            prompt_tokens=len(ids),
+            completion_tokens=len(new_ids),
+            latency_s=latency,
+            finish_reason="stop" if (ended or hit_stop) else "length",
+            model=self.name,
+            constrained=constrained,
+        )
+
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens of ``text`` (no special tokens added)."""
+        with self._tok_lock:
+            return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def close(self) -> None:
+        """Stop the engine thread (requests still queued are answered first)."""
+        self._queue.put(None)
+        self._engine.join()
+
+    def _config(self, req: LLMRequest, constrained: bool) -> Any:
+        config = self._ovg.GenerationConfig()
+        config.max_new_tokens = req.max_tokens
+        config.stop_token_ids = set(self.eos_token_ids)
+        if req.stop:
+            config.stop_strings = set(req.stop)
+            config.include_stop_str_in_output = True  # the text is cut below; token counts stay whole
+        if req.temperature > 0:
+            config.do_sample = True
+            config.temperature = req.temperature
+            config.top_p, config.top_k = 1.0, 0
+            config.rng_seed = req.seed if req.seed is not None else int.from_bytes(os.urandom(4), "little")
+        if constrained:
+            config.structured_output_config = self._ovg.StructuredOutputConfig(grammar=json_ebnf(req.json_schema))
+        return config
+
+    def _run(self) -> None:
+        """The engine thread: admit queued requests, step the batch, hand finished ones back."""
+        import numpy as np
+        import openvino as ov
+
+        running = "RUNNING"
+        jobs: dict[int, _Job] = {}
+        while True:
+            try:
+                while True:
+                    job = self._queue.get(block=not jobs)
+                    if job is None:
+                        if not jobs:
+                            return
+                        self._queue.put(None)  # finish what runs, then stop
+                        break
+                    rid = next(self._ids)
+                    try:
+                        job.handle = self._pipe.add_request(rid, ov.Tensor(np.array([job.ids], dtype=np.int64)),
+                                                            job.config)
+                    except RuntimeError as exc:
+                        job.future.set_exception(LLMError(f"{self.spec}: request refused: {exc}"))
+                        continue
+                    jobs[rid] = job
+            except queue.Empty:
+                pass
+            if not jobs:
+                continue
+            self.peak_batch = max(self.peak_batch, len(jobs))
+            try:
+                self._pipe.step()
+            except RuntimeError as exc:
+                for job in jobs.values():
+                    job.future.set_exception(LLMError(f"{self.spec}: generation failed: {exc}"))
+                jobs.clear()
+                continue
+            for rid in [r for r, j in jobs.items() if j.handle.get_status().name != running]:
+                job = jobs.pop(rid)
+                status = job.handle.get_status()
+                outputs = job.handle.read_all()
+                if outputs:
+                    job.future.set_result((outputs[0], status))
+                else:
+                    job.future.set_exception(LLMError(f"{self.spec}: generation ended ({status.name}) without output"))
+
+    # -- the transformers model, for embeddings and training -----------------------------------
+
+    @property
+    def torch_llm(self) -> HFLLM:
+        """:class:`HFLLM` on the converted folder, loaded at first use (embeddings path, training)."""
+        with self._torch_lock:
+            if self._torch is None:
+                self._torch = HFLLM(self.torch_path, spec=self.spec, name=self.name, num_threads=self.threads,
+                                    json_mode=self.json_mode)
+            return self._torch
+
+    @property
+    def model(self) -> Any:
+        """The transformers model (loads :attr:`torch_llm`)."""
+        return self.torch_llm.model
+
+    @model.setter
+    def model(self, value: Any) -> None:
+        self.torch_llm.model = value
+
+    def encode_chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> Any:
+        """Token ids ``[1, n]`` (a torch tensor) of ``messages`` through the chat template."""
+        return self.torch_llm.encode_chat(messages, add_generation_prompt)
+
+    def input_embeddings(self) -> Any:
+        """The transformers model's token embedding layer."""
+        return self.torch_llm.input_embeddings()
+
+    def embed_ids(self, input_ids: Any) -> Any:
+        """Embeddings of ``input_ids`` from the transformers model."""
+        return self.torch_llm.embed_ids(input_ids)
+
+    def forward(self, input_ids: Any = None, **kwargs: Any) -> Any:
+        """One forward pass of the transformers model (see :meth:`HFLLM.forward`)."""
+        return self.torch_llm.forward(input_ids, **kwargs)
+
+    def generate_from_embeds(self, inputs_embeds: Any, **kwargs: Any) -> LLMResponse:
+        """Generate from prompt embeddings with the transformers model (see :meth:`HFLLM.generate_from_embeds`)."""
+        return self.torch_llm.generate_from_embeds(inputs_embeds, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"OVLLM(name={self.name!r}, path={self.path!r}, threads={self.threads})"
+
+
+def idle_cpus() -> int:
+    """Threads for the engine when none are asked for: the CPUs this process may use, less what other
+    processes already keep busy (the 1-minute load average), at least 1. On a saturated 2-core machine
+    one thread decoded as fast as two or faster (docs/llm.md): threads that wait for a descheduled
+    sibling at every layer lose more than the second core gives."""
+    cpus = available_cpus()
+    try:
+        busy = os.getloadavg()[0]
+    except OSError:
+        return cpus
+    return max(1, min(cpus, round(cpus - busy)))
+
+
+def _max_positions(folder: str) -> int | None:
+    import json
+
+    try:
+        value = json.loads((Path(folder) / "config.json").read_text()).get("max_position_embeddings")
+    except (OSError, ValueError):
+        return None
+    return int(value) if isinstance(value, int) else None

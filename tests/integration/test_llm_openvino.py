@@ -1,0 +1,115 @@
+"""The ``local`` backend's default engine: SmolLM2 on OpenVINO GenAI (real model, CPU; the first run
+exports the model once, ~30-80 s)."""
+
+from __future__ import annotations
+
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tandem.errors import ConfigError
+from tandem.llm import LLMRequest, load_llm
+from tandem.llm.structured import bound_schema
+
+pytestmark = pytest.mark.integration
+
+pytest.importorskip("openvino_genai")
+pytest.importorskip("xgrammar")
+
+from tandem.llm import local  # noqa: E402 - after the importorskip guards
+from tandem.llm.ov_engine import OVLLM  # noqa: E402
+
+if local.exporter_python() is None:
+    pytest.skip("the OpenVINO export environment is missing (bash scripts/setup.sh)", allow_module_level=True)
+
+FRANCE = LLMRequest.from_prompt("What is the capital of France? Answer in one word.", max_tokens=32)
+SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "year": {"type": "integer"},
+                                           "tags": {"type": "array", "items": {"type": "string"}}},
+          "required": ["city", "year", "tags"]}
+
+
+@pytest.fixture(scope="module")
+def llm() -> OVLLM:
+    model = load_llm("local")
+    assert isinstance(model, OVLLM), "openvino is installed: it is the default engine"
+    return model
+
+
+def test_greedy_answer_is_sensible_and_counted_like_torch(llm: OVLLM) -> None:
+    resp = llm.complete(FRANCE)
+    assert "Paris" in resp.text and "<|im_end|>" not in resp.text
+    assert resp.finish_reason == "stop"
+    # the same prompt ids as the transformers engine: chat template through the same tokenizer
+    assert resp.prompt_tokens == llm.count_tokens(llm.tokenizer.apply_chat_template(
+        [m.to_dict() for m in FRANCE.messages], add_generation_prompt=True, tokenize=False))
+    assert 0 < resp.completion_tokens < FRANCE.max_tokens
+    assert llm.complete(FRANCE).text == resp.text  # greedy is deterministic (prefix cache hit the 2nd time)
+
+
+def test_stop_strings_and_length(llm: OVLLM) -> None:
+    counting = LLMRequest.from_prompt("Count from 1 to 20, separated by commas.", max_tokens=80, stop=("7",))
+    resp = llm.complete(counting)
+    assert resp.finish_reason == "stop" and "7" not in resp.text and "6" in resp.text
+    short = llm.complete(LLMRequest.from_prompt("Write a long story about a dragon.", max_tokens=5))
+    assert short.finish_reason == "length" and short.completion_tokens == 5
+
+
+def test_seeded_sampling_is_reproducible(llm: OVLLM) -> None:
+    req = LLMRequest.from_prompt("Write a poem about the sea.", max_tokens=12, temperature=0.9, seed=3)
+    assert llm.complete(req).text == llm.complete(req).text
+
+
+def test_schema_decoding_is_compact_valid_json(llm: OVLLM) -> None:
+    schema = bound_schema(SCHEMA, 64)
+    req = LLMRequest.from_prompt("Name a city and the year it was founded, as JSON.", max_tokens=64,
+                                 json_schema=schema)
+    resp = llm.complete(req)
+    value = json.loads(resp.text)
+    assert resp.constrained and resp.finish_reason == "stop"
+    assert set(value) <= {"city", "year", "tags"} and isinstance(value["city"], str)
+    assert len(value["city"]) <= schema["properties"]["city"]["maxLength"] and 0 <= value["year"] <= 999
+    assert resp.text == json.dumps(value, ensure_ascii=False, separators=(",", ":"))  # no free whitespace
+
+
+def test_concurrent_requests_decode_together_each_with_its_grammar(llm: OVLLM) -> None:
+    schema = bound_schema(SCHEMA, 64)
+    reqs = [LLMRequest.from_prompt(f"Name city number {i} and its founding year, as JSON.", max_tokens=64,
+                                   json_schema=schema if i % 2 else None) for i in range(8)]
+    llm.peak_batch = 0
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        together = list(pool.map(llm.complete, reqs))
+    assert llm.peak_batch >= 4, "requests from several threads run in one batch"
+    for resp, req in zip(together, reqs, strict=True):
+        assert resp.constrained == (req.json_schema is not None)
+        if req.json_schema is not None:
+            json.loads(resp.text)
+    # (greedy answers may part from the one-at-a-time ones after a near tie: bf16 sums depend on batch shape)
+
+
+def test_bad_options_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="engine"):
+        load_llm("local", engine="tpu")
+    with pytest.raises(ConfigError, match="weights"):
+        load_llm("local", engine="openvino", weights="int3")
+    with pytest.raises(ConfigError, match="need engine=openvino"):
+        load_llm("local", engine="torch", max_batch=4)
+
+
+def test_embeddings_path_goes_to_transformers(llm: OVLLM) -> None:
+    ids = llm.encode_chat(FRANCE.messages)
+    embeds = llm.input_embeddings()(ids)
+    assert embeds.shape == (1, ids.shape[1], llm.model.config.hidden_size)
+    assert "Paris" in llm.generate_from_embeds(embeds, max_tokens=32).text
+
+
+def test_export_is_cached(llm: OVLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(local.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-export")))
+    start = time.perf_counter()
+    again = load_llm("local", engine="openvino")
+    assert again.complete(FRANCE).text == llm.complete(FRANCE).text
+    assert Path(again.path, local.MARKER).is_file()
+    print(f"warm load: {time.perf_counter() - start:.2f}s")
+    again.close()
