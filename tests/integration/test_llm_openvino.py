@@ -1,4 +1,4 @@
-"""The ``local`` backend's default engine: SmolLM2 on OpenVINO GenAI (real model, CPU; the first run
+"""The ``local`` backend's OpenVINO engine (``engine=openvino``): SmolLM2 on OpenVINO GenAI (real model, CPU; the first run
 exports the model once, ~30-80 s)."""
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "year": {
 
 @pytest.fixture(scope="module")
 def llm() -> OVLLM:
-    model = load_llm("local")
-    assert isinstance(model, OVLLM), "openvino is installed: it is the default engine"
+    model = load_llm("local", engine="openvino")
+    assert isinstance(model, OVLLM)
     return model
 
 
