@@ -31,7 +31,7 @@ def to_document(p: Passage) -> Document:
     """A tandem passage as a LangChain ``Document``: the text as content; id, title, score, rank and the
     passage's own metadata in ``metadata``."""
     meta = {"id": p["id"], "title": p.get("title", ""), **{k: p[k] for k in ("score", "rank") if k in p},
-            **p.get("metadata", {})}
+            **(p.get("metadata") or {})}
     return Document(page_content=p["text"], metadata=meta, id=p["id"])
 
 

@@ -29,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - the extra is installed by scrip
 def to_node(p: Passage) -> NodeWithScore:
     """A tandem passage as a ``NodeWithScore``: a ``TextNode`` with the passage's id, text and title
     (plus its rank and own metadata), scored by the retriever (``None`` for a cited passage)."""
-    meta = {"title": p.get("title", ""), **({"rank": p["rank"]} if "rank" in p else {}), **p.get("metadata", {})}
+    meta = {"title": p.get("title", ""), **({"rank": p["rank"]} if "rank" in p else {}), **(p.get("metadata") or {})}
     return NodeWithScore(node=TextNode(id_=p["id"], text=p["text"], metadata=meta), score=p.get("score"))
 
 

@@ -207,10 +207,11 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
     retrievers = engine.servable_retrievers()
     Retrieve = create_model("RetrieveBody", __base__=RetrieveRequest,  # noqa: N806
                             retriever=((Literal[tuple(retrievers)] if retrievers else None) | None,  # type: ignore[valid-type]
-                                       Field(None, description="A retriever every index can serve; default: "
-                                                               "the index's own kind.")))
+                                       Field(None, description="A retriever some index here can serve; "
+                                                               "default: the index's own kind.")))
 
-    @app.post("/v1/retrieve", response_model=M.RetrieveResponse, responses=errors(400, 401, 404, 413, 422, 429))
+    @app.post("/v1/retrieve", response_model=M.RetrieveResponse, response_model_exclude_none=True,
+              responses=errors(400, 401, 404, 413, 422, 429))
     @_body(Retrieve)
     async def retrieve(req: Any) -> dict[str, Any]:
         hits = await asyncio.wrap_future(engine.submit(engine.retrieve, req.query, req.index, req.k, req.retriever))

@@ -111,14 +111,15 @@ class Engine:
         return names
 
     def servable_retrievers(self) -> list[str]:
-        """The registered retrievers every index can serve (``graph`` where every index has the graph extra)."""
+        """The registered retrievers some index can serve (``graph`` where an index has the graph extra); asking an
+        index for one it cannot serve is a ConfigError naming what it lacks."""
         from tandem.index.graph import GRAPH_ARRAYS
 
         def serves(index: Index, needs: tuple[str, ...]) -> bool:
             return all(all(a in index.manifest.extras for a in GRAPH_ARRAYS) if need == "graph" else index.has(need)
                        for need in needs)
 
-        return [e.name for e in RETRIEVERS.entries() if all(serves(i, e.needs) for i in self.indexes.values())]
+        return [e.name for e in RETRIEVERS.entries() if any(serves(i, e.needs) for i in self.indexes.values())]
 
     @property
     def default_index(self) -> str | None:
