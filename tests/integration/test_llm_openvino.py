@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from tests.integration.engine_checks import check_seeded_sampling_is_reproducible, check_stop_strings_and_length
 
 from tandem.errors import ConfigError
 from tandem.llm import LLMRequest, load_llm
@@ -50,17 +51,11 @@ def test_greedy_answer_is_sensible_and_counted_like_torch(llm: OVLLM) -> None:
 
 
 def test_stop_strings_and_length(llm: OVLLM) -> None:
-    counting = LLMRequest.from_prompt("Count from 1 to 20, separated by commas.", max_tokens=80, stop=("7",))
-    resp = llm.complete(counting)
-    assert resp.finish_reason == "stop" and "7" not in resp.text and "6" in resp.text
-    short = llm.complete(LLMRequest.from_prompt("Write a long story about a dragon.", max_tokens=5))
-    assert short.finish_reason == "length" and short.completion_tokens == 5
+    check_stop_strings_and_length(llm)
 
 
 def test_seeded_sampling_is_reproducible(llm: OVLLM) -> None:
-    req = LLMRequest.from_prompt("Write a poem about the sea.", max_tokens=12, temperature=0.9, seed=3)
-    assert llm.complete(req).text == llm.complete(req).text
-
+    check_seeded_sampling_is_reproducible(llm)
 
 def test_schema_decoding_is_compact_valid_json(llm: OVLLM) -> None:
     schema = bound_schema(SCHEMA, 64)
