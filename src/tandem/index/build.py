@@ -431,7 +431,10 @@ class Index:
         return self.manifest.kind
 
     def has(self, component: str) -> bool:
-        return component in self.manifest.components
+        """Whether the index holds ``component``: a part of its kind (bm25, dense) or an extra (graph, rala:
+        arrays named ``<extra>_*``)."""
+        return component in self.manifest.components or any(name.startswith(f"{component}_")
+                                                            for name in self.manifest.extras)
 
     @cached_property
     def bm25(self) -> Any:

@@ -11,11 +11,10 @@ from pydantic import Field
 
 from tandem.errors import ConfigError
 from tandem.index.build import Index, open_index
-from tandem.index.graph import GRAPH_ARRAYS
 from tandem.registry import RETRIEVERS, NoSettings
 from tandem.retrieve.base import Retriever
 from tandem.retrieve.dense import DenseRetriever
-from tandem.retrieve.graph import DEFAULT_GRAPH_RETRIEVAL, GraphRetriever, missing_graph_message
+from tandem.retrieve.graph import DEFAULT_GRAPH_RETRIEVAL, GraphRetriever
 from tandem.retrieve.hybrid import HybridRetriever
 from tandem.retrieve.sparse import BM25Retriever
 from tandem.settings import Settings
@@ -98,8 +97,6 @@ _FIRST_STAGE_KEYS = ("fusion", "weights", "rrf_c")
 @RETRIEVERS.register("graph", settings=GraphSettings, needs=("graph",))
 def _graph(index: Index, s: GraphSettings) -> GraphRetriever:
     """Personalized PageRank over the index's passage graph, seeded by ``first_stage`` (default: the index's kind)."""
-    if any(name not in index.manifest.extras for name in GRAPH_ARRAYS):
-        raise ConfigError(missing_graph_message(index.folder))
     first_kind = s.first_stage or index.kind
     if first_kind == "graph":
         raise ConfigError("the graph retriever's first stage must be bm25, dense or hybrid")
@@ -119,9 +116,12 @@ def open_retriever(index: str | Path | Index, kind: str | None = None, **options
     idx = index if isinstance(index, Index) else open_index(index)
     entry = RETRIEVERS.get(kind or idx.kind)
     settings = entry.validate(options, where=f"{entry.name} retriever settings")
-    missing = [c for c in entry.needs if c != "graph" and not idx.has(c)]
+    missing = [c for c in entry.needs if not idx.has(c)]
     if missing:
-        raise ConfigError(f"index {idx.folder} ({idx.kind}) cannot serve a {entry.name} retriever: it lacks {missing}")
+        extras = [c for c in missing if c not in ("bm25", "dense")]
+        fix = f" (add it with `tandem index --add-extras {extras[0]} --index {idx.folder}`)" if extras else ""
+        raise ConfigError(f"index {idx.folder} ({idx.kind}) cannot serve a {entry.name} retriever: it lacks "
+                          f"{missing}{fix}")
     return entry.build(idx, settings)
 
 

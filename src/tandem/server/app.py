@@ -48,7 +48,7 @@ from tandem.io import SURROGATE, lone_surrogate
 from tandem.registry import METHODS
 from tandem.secrets import redact, register_secret
 from tandem.server import models as M
-from tandem.server.engine import Busy, Engine
+from tandem.server.engine import Busy, Engine, check_text
 from tandem.settings import per_request
 from tandem.version import __version__
 
@@ -159,10 +159,6 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
         lines = [_problem(e, app.state.default_method) for e in problems[:10]]
         return _error(422, "; ".join(lines), "ValidationError")
 
-    def check_question(text: str) -> None:
-        if len(text) > max_question:
-            raise ConfigError(f"the question has {len(text)} characters; the limit is {max_question}")
-
     servable = engine.servable_methods()
     default = app.state.default_method = engine.default_method if engine.default_method in servable else servable[0]
     AskBody = M.ask_request_model([METHODS.get(n) for n in servable], default, max_question)  # noqa: N806
@@ -243,7 +239,7 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
     @_body(ChatBody)
     async def chat(req: Any) -> Any:
         question = _chat_question(req.messages)
-        check_question(question)
+        check_text("question", question, max_question)
         settings = req.settings.model_dump(exclude_unset=True)
         cid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
         if not req.stream:

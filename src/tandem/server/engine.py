@@ -20,6 +20,7 @@ from tandem.errors import ConfigError, Conflict, IndexError_, ModelNotFoundError
 from tandem.index import open_index
 from tandem.index.build import Index
 from tandem.index.store import DocStore
+from tandem.io import SURROGATE
 from tandem.llm import load_llm
 from tandem.llm.types import LLM
 from tandem.methods.base import Method
@@ -51,9 +52,15 @@ def check_request_settings(name: str, settings: Mapping[str, Any]) -> dict[str, 
     return model.from_dict(settings, where=f"{name} settings").model_dump(exclude_unset=True)
 
 
-def plain_text(text: str) -> str:
-    """``text`` with lone surrogates (valid in JSON, not in UTF-8, fatal to tokenizers) replaced by U+FFFD."""
-    return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+def check_text(what: str, text: str, limit: int) -> None:
+    """A request's question or query: at most ``limit`` characters, and text (no lone UTF-16 surrogate, which
+    JSON can escape but UTF-8 and the tokenizers cannot hold); else a ConfigError naming the problem."""
+    if len(text) > limit:
+        raise ConfigError(f"the {what} has {len(text)} characters; the limit is {limit}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"the {what} holds {SURROGATE}") from None
 
 
 class Busy(TandemError):
@@ -113,13 +120,8 @@ class Engine:
     def servable_retrievers(self) -> list[str]:
         """The registered retrievers some index can serve (``graph`` where an index has the graph extra); asking an
         index for one it cannot serve is a ConfigError naming what it lacks."""
-        from tandem.index.graph import GRAPH_ARRAYS
-
-        def serves(index: Index, needs: tuple[str, ...]) -> bool:
-            return all(all(a in index.manifest.extras for a in GRAPH_ARRAYS) if need == "graph" else index.has(need)
-                       for need in needs)
-
-        return [e.name for e in RETRIEVERS.entries() if any(serves(i, e.needs) for i in self.indexes.values())]
+        return [e.name for e in RETRIEVERS.entries()
+                if any(all(i.has(need) for need in e.needs) for i in self.indexes.values())]
 
     @property
     def default_index(self) -> str | None:
@@ -160,7 +162,7 @@ class Engine:
             cached = self._retrievers.get(key)
             if cached is None or cached[0] is not idx:
                 cached = self._retrievers[key] = (idx, open_retriever(idx, retriever))
-        hits = cached[1].search(plain_text(query), k)
+        hits = cached[1].search(query, k)
         return [{**h.to_dict(), **idx.store.get(h.doc_id).to_dict()} for h in hits]
 
     def ask(self, question: str, method: str | None = None, index: str | None = None,
@@ -169,7 +171,6 @@ class Engine:
         """Answer one question (in the calling thread) -> the answer, cited passages, trace and cost.
         ``on_step`` gets each step (:func:`step_payload`) as it completes; setting ``cancelled`` stops
         the method at its next step or LLM call."""
-        question = plain_text(question)
         runnable, store = self.method(method, index, settings)
         observer = TraceObserver(lambda i, step: on_step(step_payload(i, step, store)) if on_step else None,
                                  cancelled or threading.Event())

@@ -28,7 +28,7 @@ from tandem.errors import ConfigError, TandemError
 from tandem.integrations.sources import evidence, passage
 from tandem.registry import METHODS
 from tandem.secrets import redact
-from tandem.server.engine import Engine
+from tandem.server.engine import Engine, check_text
 from tandem.server.models import request_settings_model
 from tandem.settings import per_request
 from tandem.version import __version__
@@ -59,9 +59,11 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
         except TandemError as exc:
             raise ToolError(redact(str(exc))) from exc
 
-    def check_text(what: str, text: str) -> None:
-        if len(text) > max_question:
-            raise ToolError(f"the {what} has {len(text)} characters; the limit is {max_question}")
+    def check(what: str, text: str) -> None:
+        try:
+            check_text(what, text, max_question)
+        except ConfigError as exc:
+            raise ToolError(str(exc)) from None
 
     @server.tool(annotations=READ_ONLY)
     async def search(query: Annotated[str, Field(min_length=1, description="What to search for.")],
@@ -71,7 +73,7 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
                      index: Annotated[str | None, Field(description="An index name (list_indexes); default: the first.")] = None,
                      ) -> dict[str, Any]:
         """The top-k passages of an index for a query, best first: id, title, text, score, rank."""
-        check_text("query", query)
+        check("query", query)
         hits = await run(engine.retrieve, query, index, k, retriever)
         return {"query": query, "index": index or engine.default_index, "passages": [passage(h) for h in hits]}
 
@@ -86,7 +88,7 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
         """Answer a question with a tandem method: the answer, the passages shown to the LLM (cited), a
         short chain of evidence (each step's queries, passages found and notes) and the cost. Each step
         is reported as a progress notification as it completes."""
-        check_text("question", question)
+        check("question", question)
         loop = asyncio.get_running_loop()
         stop = threading.Event()
 
