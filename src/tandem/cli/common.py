@@ -174,19 +174,11 @@ def print_row(title: str, row: dict) -> None:
 
 
 def parse_settings(items: list[str]) -> dict:
-    """``--set key=value`` pairs; values are read as JSON where they parse (numbers, booleans), else strings."""
-    import json
+    """``--set key=value`` pairs; values are read as JSON where they parse (numbers, booleans), else strings
+    (:func:`tandem.llm.options.parse_pairs`, the one parser of ``KEY=VALUE`` options)."""
+    from tandem.llm.options import parse_pairs
 
-    settings = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise typer.BadParameter(f"--set expects key=value, got {item!r}")
-        try:
-            settings[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            settings[key.strip()] = value
-    return settings
+    return parse_pairs(items, "--set")
 
 
 LLM_OPT_HELP = ("LLM option KEY=VALUE, repeatable: json_mode, timeout, max_retries, max_concurrency, ... "

@@ -342,12 +342,19 @@ def _allow_header_on_405(app: FastAPI, hints: dict[tuple[str, str], str]) -> Non
     """A method a route does not take gets 405 with ``Allow`` naming the methods it does (OPTIONS included;
     CORS preflights are answered before this, when CORS is on)."""
 
+    known: dict[str, list[str]] = {}  # path -> the methods its routes take ([] for no API route); routes are fixed
+                                      # once the app serves, so each path is matched against them once
+
     @app.middleware("http")
     async def allow(request: Request, call_next: Any) -> Any:
         path = request.url.path
-        matching = [r for r in app.routes if isinstance(r, APIRoute) and r.path_regex.match(path)]
-        allowed = sorted({m for r in matching for m in r.methods or ()})
-        if matching and request.method not in allowed:
+        if path not in known:
+            if len(known) > 4096:  # request paths are the client's: keep the memo bounded
+                known.clear()
+            known[path] = sorted({m for r in app.routes if isinstance(r, APIRoute) and r.path_regex.match(path)
+                                  for m in r.methods or ()})
+        allowed = known[path]
+        if allowed and request.method not in allowed:
             hint = hints.get((request.method, path))
             return _error(405, f"{request.method} is not allowed on {path}; allowed: {', '.join(allowed)}"
                           + (f": {hint}" if hint else ""), "MethodNotAllowed", {"Allow": ", ".join(allowed)})
