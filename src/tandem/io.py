@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from tandem.errors import DataError, WriteError
+from tandem.errors import ConfigError, DataError, WriteError
 
 
 @dataclass
@@ -68,6 +68,18 @@ def lone_surrogate(raw: str, obj: Any) -> bool:
 
 
 SURROGATE = "a \\uD800-\\uDFFF escape that is not half of a pair (not a character)"
+
+
+def check_text(what: str, text: str, limit: int | None = None) -> None:
+    """A question or query from a user: at most ``limit`` characters, and text - no lone UTF-16 surrogate (JSON
+    can escape one, and a command-line argument that is not UTF-8 decodes to some, but UTF-8 and the tokenizers
+    cannot hold them); else a ConfigError naming the problem."""
+    if limit is not None and len(text) > limit:
+        raise ConfigError(f"the {what} has {len(text)} characters; the limit is {limit}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigError(f"the {what} is not valid text: it holds {SURROGATE} (not UTF-8?)") from None
 
 
 def json_problem(exc: Exception) -> str:

@@ -53,3 +53,15 @@ def test_store_and_index_kind_options(tmp_path, index_dir):
     code, err = tandem("index", "--corpus", str(corpus), "--kind", "sparse", "--out", str(tmp_path / "i2"))
     assert code == 2 and "unknown index kind 'sparse'; choose one of ['bm25', 'dense', 'hybrid']" in err
     assert not (tmp_path / "i1").exists() and not (tmp_path / "i2").exists()
+
+
+def test_a_question_that_is_not_text_is_named_not_an_internal_error(tmp_path):
+    """A command-line argument that is not UTF-8 decodes to lone surrogates, which no tokenizer takes."""
+    from tandem.types import Document
+
+    build_index([Document("d1", "Warsaw", "Warsaw is the capital of Poland.")], tmp_path / "idx", kind="dense")
+    run = subprocess.run([sys.executable, "-m", "tandem.cli", "retrieve", "--index", str(tmp_path / "idx"),
+                          b"caf\xe9".decode("utf-8", "surrogateescape")], capture_output=True, text=True, timeout=300,
+                         errors="replace")
+    said = " ".join(run.stderr.split())
+    assert run.returncode == 2 and "the query is not valid text" in said and "internal error" not in said

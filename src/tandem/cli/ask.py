@@ -38,9 +38,11 @@ def ask(
 ) -> None:
     """Answer one question and show the chain of evidence step by step."""
     from tandem.eval.qa_metrics import cover_match, exact_match
+    from tandem.io import check_text
     from tandem.render import render_trace
     from tandem.types import Question
 
+    check_text("question", question)
     if config_file is None and method is None:
         method = "ircot"
     cfg = run_config(config_file, llm=llm, llm_opt=llm_opt, set_items=settings, retriever=retriever, retriever_opt=retriever_opt,

@@ -214,8 +214,10 @@ def retrieve(
     """Print the top-k passages for a query."""
     from tandem.cli.common import parse_settings
     from tandem.index import open_index
+    from tandem.io import check_text
     from tandem.retrieve import open_retriever
 
+    check_text("query", query)
     idx = open_index(index_dir)
     kind = retriever or idx.kind
     options = ({"fusion": fusion} if kind in ("hybrid", "graph") else {}) | parse_settings(retriever_opt)

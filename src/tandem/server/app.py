@@ -44,11 +44,11 @@ from tandem.errors import (
     NotFound,
     TandemError,
 )
-from tandem.io import SURROGATE, lone_surrogate
+from tandem.io import SURROGATE, check_text, lone_surrogate
 from tandem.registry import METHODS
 from tandem.secrets import redact, register_secret
 from tandem.server import models as M
-from tandem.server.engine import Busy, Engine, check_text
+from tandem.server.engine import Busy, Engine
 from tandem.settings import per_request
 from tandem.version import __version__
 

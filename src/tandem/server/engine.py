@@ -20,7 +20,7 @@ from tandem.errors import ConfigError, Conflict, IndexError_, ModelNotFoundError
 from tandem.index import open_index
 from tandem.index.build import Index
 from tandem.index.store import DocStore
-from tandem.io import SURROGATE
+from tandem.io import check_text
 from tandem.llm import load_llm
 from tandem.llm.types import LLM
 from tandem.methods.base import Method
@@ -50,17 +50,6 @@ def check_request_settings(name: str, settings: Mapping[str, Any]) -> dict[str, 
                               "the server, not per request")
     model = request_settings_model(entry)
     return model.from_dict(settings, where=f"{name} settings").model_dump(exclude_unset=True)
-
-
-def check_text(what: str, text: str, limit: int) -> None:
-    """A request's question or query: at most ``limit`` characters, and text (no lone UTF-16 surrogate, which
-    JSON can escape but UTF-8 and the tokenizers cannot hold); else a ConfigError naming the problem."""
-    if len(text) > limit:
-        raise ConfigError(f"the {what} has {len(text)} characters; the limit is {limit}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigError(f"the {what} holds {SURROGATE}") from None
 
 
 class Busy(TandemError):
@@ -162,6 +151,7 @@ class Engine:
             cached = self._retrievers.get(key)
             if cached is None or cached[0] is not idx:
                 cached = self._retrievers[key] = (idx, open_retriever(idx, retriever))
+        check_text("query", query)
         hits = cached[1].search(query, k)
         return [{**h.to_dict(), **idx.store.get(h.doc_id).to_dict()} for h in hits]
 
@@ -171,6 +161,7 @@ class Engine:
         """Answer one question (in the calling thread) -> the answer, cited passages, trace and cost.
         ``on_step`` gets each step (:func:`step_payload`) as it completes; setting ``cancelled`` stops
         the method at its next step or LLM call."""
+        check_text("question", question)
         runnable, store = self.method(method, index, settings)
         observer = TraceObserver(lambda i, step: on_step(step_payload(i, step, store)) if on_step else None,
                                  cancelled or threading.Event())

@@ -26,9 +26,10 @@ from pydantic import Field
 
 from tandem.errors import ConfigError, TandemError
 from tandem.integrations.sources import evidence, passage
+from tandem.io import check_text
 from tandem.registry import METHODS
 from tandem.secrets import redact
-from tandem.server.engine import Engine, check_text
+from tandem.server.engine import Engine
 from tandem.server.models import request_settings_model
 from tandem.settings import per_request
 from tandem.version import __version__
