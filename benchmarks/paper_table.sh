@@ -6,6 +6,7 @@
 # tokens, seconds per question, EM/F1/acc/judge, fallback rate).
 #   bash benchmarks/paper_table.sh [N] [OUT] [METHOD ...]
 # R²AG needs an R²-Former checkpoint: R2FORMER=PATH (from `tandem train r2ag`); without it r2ag is skipped.
+# CONCURRENCY=N (default 1) questions in flight; LLM_OPTS="engine=openvino ..." --llm-opt pairs for every run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .venv/bin/activate
@@ -24,8 +25,9 @@ for m in "${METHODS[@]}"; do
     [ -n "${R2FORMER:-}" ] || { echo "skipping r2ag: set R2FORMER=PATH"; continue; }
     extra=(--r2former "$R2FORMER")
   fi
+  for opt in ${LLM_OPTS:-}; do extra+=(--llm-opt "$opt"); done
   tandem eval qa --preset paper --method "$m" --dataset "$DATA" --index "$INDEX" --retriever dense \
-    --limit "$N" --out "$OUT/$m" "${extra[@]}"
+    --limit "$N" --concurrency "${CONCURRENCY:-1}" --out "$OUT/$m" "${extra[@]}"
   runs+=("$OUT/$m")
 done
 tandem report "${runs[@]}" --json > "$OUT/report.json"
