@@ -50,3 +50,31 @@ def test_no_unbounded_repeat_syntax_left() -> None:
 def test_unusable_schema_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="not usable"):
         json_ebnf({"type": "object", "properties": {"x": {"$ref": "#/nowhere"}}})
+
+
+@pytest.mark.parametrize(("low", "high"), [(0, 25), (1, 380), (1, 246), (3, 100), (1, 401)])
+def test_long_repeats_are_split_and_keep_exactly_their_lengths(low: int, high: int) -> None:
+    schema = {"type": "object", "properties": {"s": {"type": "string", "minLength": low, "maxLength": high}},
+              "required": ["s"], "additionalProperties": False}
+    ebnf = json_ebnf(schema)
+    assert f"{{{low}, {high}}}" not in ebnf  # no long repeat reaches the engine's parser
+    grammar = xgrammar.Grammar.from_ebnf(ebnf)
+    for n in range(max(0, low - 2), high + 3):
+        assert accepts(grammar, json.dumps({"s": "x" * n}, separators=(",", ":"))) == (low <= n <= high), n
+
+
+def test_long_arrays_are_split_too() -> None:
+    schema = {"type": "object", "properties": {"v": {"type": "array", "items": {"type": "boolean"}, "maxItems": 40}},
+              "required": ["v"], "additionalProperties": False}
+    grammar = xgrammar.Grammar.from_ebnf(json_ebnf(schema))
+    for n in range(0, 43):
+        assert accepts(grammar, json.dumps({"v": [True] * n}, separators=(",", ":"))) == (n <= 40), n
+
+
+def test_properties_keep_the_schema_order() -> None:
+    # a reasoner writes its thought before its verdict: the grammar must not sort the keys
+    schema = bound_schema({"type": "object", "properties": {"thought": {"type": "string"}, "done": {"type": "boolean"}},
+                           "required": ["thought", "done"]}, 64)
+    grammar = xgrammar.Grammar.from_ebnf(json_ebnf(schema))
+    assert accepts(grammar, '{"thought":"x","done":true}')
+    assert not accepts(grammar, '{"done":true,"thought":"x"}')

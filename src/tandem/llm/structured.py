@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import math
 import re
 import threading
 from typing import Any
@@ -256,6 +257,49 @@ class _GrammarProcessor:
 
 # xgrammar's EBNF writes unbounded repeats as {m, -1}; the parser inside openvino-genai predates that
 _UNBOUNDED = re.compile(r"\{(0|1), -1\}")
+# a rule repeated between m and n times, as xgrammar writes a bounded string or array
+_BOUNDED = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\{(\d+), (\d+)\}")
+#: Longest span (n - m) of a repeat left as ``X{m, n}``; longer ones are split into chunks. In
+#: openvino-genai 2026.4 the cost of a token mask grows steeply with the span of the repeat the parser
+#: is in: a string of maxLength 380 took ~2.5 s a token (~0.05 s split; docs/llm.md).
+REPEAT_SPAN = 24
+
+
+def _split_repeat(rule: str, low: int, high: int, rules: list[str]) -> str:
+    """A rule admitting ``rule`` repeated ``low``..``high`` times, exactly those lengths and each in one
+    way, built from short repeats: ``low`` copies, then ``q`` chunks of ``k`` copies and a tail."""
+    name = f"{rule}_rep_{low}_{high}"
+    span = high - low
+    k = max(2, math.isqrt(span))
+    q, r = divmod(span, k)
+    chunk = f"{name}_chunk"
+    rules.append(f"{chunk} ::= ({' '.join([rule] * k)})")
+    # span = q*k + r: fewer than q chunks and a tail below k, or q chunks and a tail up to r
+    alternatives = [f"({chunk}{{0, {q - 1}}} {rule}{{0, {k - 1}}})" if q > 0 else "",
+                    " ".join([chunk] * q + ([f"{rule}{{0, {r}}}"] if r else []))]
+    rest = " | ".join(f"({a})" for a in alternatives if a)
+    head = " ".join([rule] * low)
+    rules.append(f"{name} ::= ({head} ({rest}))" if head else f"{name} ::= ({rest})")
+    return name
+
+
+def _split_repeats(ebnf: str, span: int = REPEAT_SPAN) -> str:
+    """``ebnf`` with every ``X{m, n}`` whose span ``n - m`` exceeds ``span`` replaced by an equivalent
+    rule of chunks (:func:`_split_repeat`); the language is unchanged."""
+    rules: list[str] = []
+    made: dict[tuple[str, int, int], str] = {}
+
+    def replace(match: re.Match[str]) -> str:
+        rule, low, high = match.group(1), int(match.group(2)), int(match.group(3))
+        if high - low <= span:
+            return match.group(0)
+        key = (rule, low, high)
+        if key not in made:
+            made[key] = _split_repeat(rule, low, high, rules)
+        return made[key]
+
+    body = _BOUNDED.sub(replace, ebnf)
+    return body.rstrip("\n") + "\n" + "".join(f"{r}\n" for r in rules) if rules else body
 
 
 @functools.lru_cache(maxsize=256)
@@ -269,12 +313,14 @@ def _ebnf(schema_key: str) -> str:
                                                     strict_mode=True)
     except (RuntimeError, ValueError) as exc:
         raise ConfigError(f"JSON schema not usable for constrained decoding: {exc}") from exc
-    return _UNBOUNDED.sub(lambda m: "*" if m.group(1) == "0" else "+", str(grammar))
+    return _split_repeats(_UNBOUNDED.sub(lambda m: "*" if m.group(1) == "0" else "+", str(grammar)))
 
 
 def json_ebnf(schema: dict[str, Any]) -> str:
     """EBNF grammar (xgrammar's dialect, as openvino-genai reads it) of ``schema`` under the same
-    rules as :data:`GRAMMAR_OPTIONS`: compact separators and no whitespace between tokens. Bounded
-    strings admit no escapes at all here (a subset of what llguidance admits, so
-    :func:`worst_case_tokens` still bounds the reply). Cached per schema."""
-    return _ebnf(json.dumps(schema, sort_keys=True))
+    rules as :data:`GRAMMAR_OPTIONS`: compact separators, no whitespace between tokens, and the
+    properties in the schema's own order (a reasoner's thought before its verdict). Bounded strings
+    admit no escapes at all here (a subset of what llguidance admits, so :func:`worst_case_tokens`
+    still bounds the reply); long repeats are split into short ones (:data:`REPEAT_SPAN`). Cached
+    per schema."""
+    return _ebnf(json.dumps(schema))
