@@ -302,7 +302,9 @@ def ablate(work: Path, rebuild: bool, variants: dict[str, dict[str, Any]], fold_
         held: dict[str, list] = {name: [None] * len(data[name][0]) for name in data}
         for fold, fold_set in enumerate(fold_settings):
             per_set = cache[json.dumps(fold_set, sort_keys=True)]
-            train = [(x[:cut][:, cols], y[:cut], 1.0 / len(groups)) for groups in per_set.values()
+            weigh = variant.get("set_weights", {})  # a set's share of the training weight (default: equal)
+            train = [(x[:cut][:, cols], y[:cut], float(weigh.get(name, 1.0)) / len(groups))
+                     for name, groups in per_set.items()
                      for i, (_, x, y, _) in enumerate(groups) if i % FOLDS != fold and y[:cut].any()]
             total = len(train)
             dataset = lgb.Dataset(np.vstack([x for x, _, _ in train]), np.concatenate([y for _, y, _ in train]),
@@ -432,7 +434,8 @@ def main() -> None:
     parser.add_argument("--set", dest="settings", action="append", default=[], help="graph retriever KEY=VALUE")
     parser.add_argument("--variant", nargs=2, action="append", default=[], metavar=("LABEL", "JSON"),
                         help="report: also a graph retriever with these settings (a JSON object); ablate: a ranker "
-                             "variant ({features: [...], rerank_depth, params: {...}, rounds})")
+                             "variant ({features: [...], rerank_depth, params: {...}, rounds, "
+                             "set_weights: {set: weight}})")
     parser.add_argument("--ranker", action="store_true", help="cv: also cross-validate the learned ranker")
     parser.add_argument("--save-ranker", type=Path, help="cv: write the ranker trained on all folds here "
                                                            "(src/tandem/retrieve/graph_ranker.txt ships)")
