@@ -45,9 +45,6 @@ def test_features_describe_each_candidate(bridge_index):
     assert x[0, col["first_rank"]] == 1.0 and x[bridge, col["first_rank"]] == pytest.approx(1 / 8)
     story = list(rows).index(g.row_of["n0"])
     assert x[story, col["title_in_question"]] == pytest.approx(2 / 4)  # "corliss archer" of "corliss archer story 0"
-    assert x[bridge, col["named_by_fused_top"]] == 1.0  # the film is in the fused top 3 and names her
-    assert x[story, col["named_by_fused_top"]] == 0.0
-    assert not x[:, col["bridge_cosine"]].any() and not x[:, col["entity_with_top"]].any()  # bm25 index, no entities
 
 
 def test_a_trained_ranker_learns_the_bridge_and_round_trips(bridge_index, tmp_path):
@@ -104,35 +101,6 @@ def test_the_ranker_reads_the_first_stages_query_vectors(tmp_path):
     assert calls == [[QUERY]]
     x = g.features.matrix(g.signals([QUERY], 10), 0, np.array([g.row_of["q1"]]), QUERY)
     assert x[0, FEATURES.index("dense_cosine")] != 0.0
-
-
-def test_bridge_queries_are_encoded_once_per_top_hit(tmp_path):
-    """bridge_hits=2: besides the question, one encoding of "question + title. text" for each of the top two
-    first-stage hits, in one batch; the candidates' cosine to the closest of them is a feature."""
-    from tandem.retrieve import open_retriever
-    from tandem.testing.encoders import HashingEncoder
-
-    build_index(BRIDGE_DOCS, tmp_path / "idx", kind="hybrid", encoder=HashingEncoder(),
-                extras=[GraphExtra(max_df=1.0, entities=False)])
-    idx = open_index(tmp_path / "idx")
-    calls = []
-    encoder = HashingEncoder()
-    encode = encoder.encode
-    encoder.encode = lambda texts, **kw: calls.append(list(texts)) or encode(texts, **kw)
-    idx.__dict__["encoder"] = encoder
-    g = open_retriever(idx, "graph", bridge_hits=2)
-    signals = g.signals([QUERY], 10)
-    assert len(calls) == 2 and calls[0] == [QUERY] and len(calls[1]) == 2
-    top = g.first.search(QUERY, 2)
-    assert calls[1][0] == f"{QUERY} {idx.store.get(top[0].doc_id).title}. {idx.store.get(top[0].doc_id).text}"
-    vectors = encode([d.contents for d in BRIDGE_DOCS])
-    assert signals.bridge_vectors[0].shape == (2, vectors.shape[1])
-    rows = np.array([g.row_of[top[0].doc_id]])
-    x = g.features.matrix(signals, 0, rows, QUERY)
-    expected = float((vectors[[d.id for d in BRIDGE_DOCS].index(top[0].doc_id)] @ signals.bridge_vectors[0].T).max())
-    assert x[0, FEATURES.index("bridge_cosine")] == pytest.approx(expected) and expected > 0
-    with pytest.raises(ConfigError, match="bridge_hits"):
-        open_retriever(idx, "graph", bridge_hits=-1)
 
 
 def test_cross_validation_folds_mix_sets_and_hold_one_out():

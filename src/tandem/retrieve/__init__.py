@@ -74,9 +74,6 @@ class GraphSettings(Settings):
     ranker: str = Field(_G["ranker"], description="learned re-ordering of the top rerank_depth: learned-v1 (shipped), "
                                                   "learned, a model file's path, or none")
     rerank_depth: int = Field(_G["rerank_depth"], ge=1, description="passages the learned ranker re-orders")
-    bridge_hits: int = Field(_G["bridge_hits"], ge=0, le=10, description="top first-stage hits that each give the "
-                                                                       "ranker a bridge query 'question + hit' (one "
-                                                                       "encoding each; 0 = off)")
 
 
 @RETRIEVERS.register("bm25", needs=("bm25",), doc="BM25 over the index's sparse part (bm25s)")

@@ -77,7 +77,6 @@ DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen by 5-fold cross-validation
     "expand_reverse": 0.0,
     "ranker": SHIPPED_NAME,  # "learned-v1": the shipped model and its version, recorded in each run's config
     "rerank_depth": 30,
-    "bridge_hits": 0,
 }
 
 
@@ -159,7 +158,6 @@ class Signals:
     expanded: np.ndarray
     fused: np.ndarray
     query_vectors: np.ndarray | None = None  # (batch, dim), for the learned ranker on a dense index
-    bridge_vectors: list[np.ndarray] | None = None  # per query (bridge_hits, dim): "question + top hit" encodings
 
 
 class GraphRetriever:
@@ -203,7 +201,7 @@ class GraphRetriever:
         titles = [d.title for d in index.store.docs]
         rows = index.faiss.exact_rows() if index.has("dense") else None
         self.query_encoder = share_query_vectors(first) or index.encoder if rows is not None else None
-        self.features = BridgeFeatures(graphs["mention"], titles, rows, graphs["entity"])
+        self.features = BridgeFeatures(graphs["mention"], titles, rows)
         self.ranker = None if s["ranker"] == "none" else LearnedRanker.open(str(s["ranker"]), int(s["rerank_depth"]))
         if float(s["expand_reverse"]):
             reverse = expansion_matrix(graphs["mention"].T.tocsr(), float(s["hub_damping"]))
@@ -268,23 +266,7 @@ class GraphRetriever:
             fused += float(s["expand_weight"]) * expanded
         with_vectors = self.ranker is not None if with_vectors is None else with_vectors
         vectors = self.query_encoder.encode(list(queries)) if with_vectors and self.query_encoder else None
-        bridges = None
-        if vectors is not None and int(s["bridge_hits"]):
-            bridges = self._bridge_vectors(queries, firsts, int(s["bridge_hits"]))
-        return Signals(first, first_rank, graph, linked, expanded, fused, vectors, bridges)
-
-    def _bridge_vectors(self, queries: Sequence[str], firsts: list[list[Hit]], m: int) -> list[np.ndarray]:
-        """Per query, the encodings of "question + title. text" of its top ``m`` first-stage hits (MDR-style
-        bridge queries: what the second hop should be close to), with the index's encoder."""
-        texts = [[f"{q} {self.index.store.get(h.doc_id).title}. {self.index.store.get(h.doc_id).text}" for h in hits[:m]]
-                 for q, hits in zip(queries, firsts, strict=True)]
-        flat = [t for group in texts for t in group]
-        encoded = np.asarray(self.index.encoder.encode(flat), dtype=np.float32) if flat else np.zeros((0, 1), np.float32)
-        out, start = [], 0
-        for group in texts:
-            out.append(encoded[start:start + len(group)])
-            start += len(group)
-        return out
+        return Signals(first, first_rank, graph, linked, expanded, fused, vectors)
 
     def _hits(self, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
         return [Hit(self.doc_ids[row], float(score), rank, self.name)

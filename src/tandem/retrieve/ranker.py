@@ -40,8 +40,6 @@ FEATURES = (
     "named_by_top", "names_top", "named_by_top1", "two_hops_from_top", "named_by_linked", "names_linked",
     "log_in_degree", "log_out_degree",
     "title_in_question", "dense_cosine", "dense_to_top1",
-    "entity_with_top", "max_cosine_top", "cosine_to_linked", "named_by_fused_top", "three_hops_from_top",
-    "bridge_cosine",
 )
 PARAMS: dict[str, Any] = {  # LambdaRank, small trees: about 15 k rows train in seconds
     "objective": "lambdarank", "metric": "ndcg", "eval_at": [2, 5], "learning_rate": 0.05,
@@ -64,10 +62,8 @@ class BridgeFeatures:
     """The corpus side of the features: mention edges both ways, degrees, title words and, on an index
     with exact dense rows, the passage vectors (cosine to the question and to the top first-stage hit)."""
 
-    def __init__(self, mention: sparse.csr_matrix, titles: Sequence[str], vectors: Any = None,
-                 entity: sparse.csr_matrix | None = None) -> None:
+    def __init__(self, mention: sparse.csr_matrix, titles: Sequence[str], vectors: Any = None) -> None:
         binary = (mention > 0).astype(np.float32).tocsr()
-        self.entity = entity if entity is not None else sparse.csr_matrix(binary.shape, dtype=np.float32)
         self.names = binary  # names[i, j] = 1: passage i mentions passage j's title
         self.named_by = binary.T.tocsr()
         self.log_in = np.log1p(np.asarray(binary.sum(axis=0)).ravel()).astype(np.float32)
@@ -89,33 +85,18 @@ class BridgeFeatures:
         fused = signals.fused[rows, col]
         words = set(normalise(question).split())
         title_share = [_share(normalise(self.titles[r]).split(), words) for r in rows.tolist()]
-        zero = np.zeros(len(rows), dtype=np.float32)
-        cosine = to_top1 = max_top = to_linked = bridge = zero
+        cosine = to_top1 = np.zeros(len(rows), dtype=np.float32)
         if signals.query_vectors is not None and self.vectors is not None:
             vectors = np.asarray(self.vectors[np.sort(rows)], dtype=np.float32)[np.argsort(np.argsort(rows))]
             cosine = vectors @ signals.query_vectors[col]
-            tops = vectors @ np.asarray(self.vectors[np.sort(top)], dtype=np.float32).T
             to_top1 = vectors @ np.asarray(self.vectors[top[:1]], dtype=np.float32)[0]
-            max_top = tops.max(axis=1) if tops.size else zero
-            named = np.flatnonzero(linked)
-            if len(named):
-                to_linked = (vectors @ np.asarray(self.vectors[np.sort(named)], dtype=np.float32).T).max(axis=1)
-            if signals.bridge_vectors is not None and len(signals.bridge_vectors[col]):
-                bridge = (vectors @ signals.bridge_vectors[col].T).max(axis=1)
-        fused_all = signals.fused[:, col]
-        fused_top = np.argpartition(-fused_all, PARENTS)[:PARENTS] if len(fused_all) > PARENTS else np.arange(len(fused_all))
-        fused_parents = np.zeros(len(fused_all), dtype=np.float32)
-        fused_parents[fused_top] = 1.0
-        two_hops = self.named_by @ named_by_top
         columns = [
             fused, 1.0 / np.arange(1, len(rows) + 1), signals.first[rows, col], first_rank[rows],
             signals.graph[rows, col], linked[rows], np.full(len(rows), linked.sum()),
             named_by_top[rows], (self.names @ parents)[rows], (self.named_by @ top1)[rows],
-            two_hops[rows],
+            (self.named_by @ named_by_top)[rows],
             (self.named_by @ linked)[rows], (self.names @ linked)[rows],
             self.log_in[rows], self.log_out[rows], title_share, cosine, to_top1,
-            (self.entity @ parents)[rows], max_top, to_linked, (self.named_by @ fused_parents)[rows],
-            (self.named_by @ two_hops)[rows], bridge,
         ]
         return np.column_stack(columns).astype(np.float32)
 
