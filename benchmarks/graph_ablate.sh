@@ -43,3 +43,10 @@ $PY benchmarks/graph_retrieval.py ablate --work "$W" --fold-settings runs/graph-
   --variant v1-musique2 "{$F,\"set_weights\":{\"musique\":2}}" --variant v1-musique3 "{$F,\"set_weights\":{\"musique\":3}}" \
   --variant all-leaves7 "{$A,\"params\":{\"num_leaves\":7}}" --variant all-musique2 "{$A,\"set_weights\":{\"musique\":2}}" \
   > runs/graph-ablate-hp.json
+# 4. another first stage for the graph retriever (weighted RRF, dense alone), each fold's settings
+$PY benchmarks/graph_retrieval.py ablate --work "$W" --fold-settings runs/graph-cv.json \
+  --first-stage '{"kind": "hybrid", "weights": [0.5, 1.0]}' --variant v1 '{}' --variant v1-depth50 '{"rerank_depth":50}' \
+  > runs/graph-ablate-w05.json
+$PY benchmarks/graph_retrieval.py ablate --work "$W" --fold-settings runs/graph-cv.json \
+  --first-stage '{"kind": "dense"}' --variant v1 '{}' --variant v1-depth50 '{"rerank_depth":50}' \
+  > runs/graph-ablate-dense.json

@@ -262,7 +262,8 @@ def cv_ranker(data: dict[str, tuple[list[Question], Any]], firsts: dict[str, Any
 
 
 def ablate(work: Path, rebuild: bool, variants: dict[str, dict[str, Any]], fold_settings: list[dict[str, Any]],
-           sets: Sequence[str] = CV_SETS, settings: dict[str, Any] | None = None) -> dict[str, Any]:
+           sets: Sequence[str] = CV_SETS, settings: dict[str, Any] | None = None,
+           first_stage: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ranker variants on held-out folds, cheaply: each set's candidates (the fused top ``depth`` under each
     fold's settings, every feature of :data:`tandem.retrieve.ranker.FEATURES`) are computed once; each
     variant (``features``: the columns it may use, ``rerank_depth``, LightGBM ``params``, ``rounds``) trains
@@ -271,7 +272,9 @@ def ablate(work: Path, rebuild: bool, variants: dict[str, dict[str, Any]], fold_
     from tandem.retrieve.ranker import FEATURES, PARAMS, ROUNDS, _lightgbm, candidate_rows
 
     data = {name: (load_set(name)[0], ensure_index(name, work, rebuild)[0]) for name in sets}
-    firsts = {name: Cached(open_retriever(idx, idx.kind)) for name, (_, idx) in data.items()}
+    first = dict(first_stage or {})
+    kind = first.pop("kind", None)
+    firsts = {name: Cached(open_retriever(idx, kind or idx.kind, **first)) for name, (_, idx) in data.items()}
     depth = max(int(v.get("rerank_depth", DEFAULT_GRAPH_RETRIEVAL["rerank_depth"])) for v in variants.values())
     cache: dict[str, dict[str, list]] = {}  # settings -> set -> per question (rows' doc ids, features, labels)
     for fold_set in fold_settings:
@@ -421,6 +424,8 @@ def methods(runs: Sequence[Path]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("mode", choices=("cv", "ablate", "report", "pools", "latency", "methods"))
+    parser.add_argument("--first-stage", help='ablate: the first stage as JSON, e.g. {"kind": "hybrid", '
+                                             '"weights": [0.5, 1.0]} (default: the index\'s kind)')
     parser.add_argument("--fold-settings", type=Path, help="ablate: a cv run's JSON; each fold's chosen settings "
                                                             "(default: the shipped settings on every fold)")
     parser.add_argument("--runs", nargs="+", type=Path, default=[], help="methods: tandem eval qa run folders")
@@ -451,7 +456,8 @@ def main() -> None:
     elif args.mode == "ablate":
         chosen = ([f["chosen"] for f in json.loads(args.fold_settings.read_text())["folds"]] if args.fold_settings
                   else [{}] * FOLDS)
-        result = ablate(args.work, args.rebuild, variants or {"defaults": {}}, chosen, settings=settings)
+        result = ablate(args.work, args.rebuild, variants or {"defaults": {}}, chosen, settings=settings,
+                        first_stage=json.loads(args.first_stage) if args.first_stage else None)
     elif args.mode == "pools":
         result = pool_sizes(args.work, args.rebuild, args.queries, args.pools)
     elif args.mode == "methods":
