@@ -4,9 +4,11 @@ Modes, each printing JSON:
 
     # settings chosen by 5-fold cross-validation over folds mixing every set; held-out figures
     python benchmarks/graph_retrieval.py cv --work indexes/bench-graph > runs/graph-cv.json
+    # ranker variants (features, depth, LightGBM settings, first stage) on held-out folds, candidates computed once
+    python benchmarks/graph_retrieval.py ablate --fold-settings runs/graph-cv.json --variant v1 '{}' > runs/graph-ablate.json
     # figures on every set, per fold: R@2/5/10, all-gold@5, MRR, nDCG@10, build time, graph size, query p50/p95
     python benchmarks/graph_retrieval.py report --work indexes/bench-graph > runs/graph-report.json
-    # dev500 questions over larger pools (other sets' passages added): recall and latency
+    # dev500 questions over larger pools (other sets' passages added; a 50 k pool of their windows): recall, latency
     python benchmarks/graph_retrieval.py pools --work indexes/bench-graph > runs/graph-pools.json
     # query latency alone (run it on a quiet machine; --clock cpu times process CPU time)
     python benchmarks/graph_retrieval.py latency --sets hotpotqa --work indexes/bench-graph
