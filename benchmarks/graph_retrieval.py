@@ -301,6 +301,9 @@ def ablate(work: Path, rebuild: bool, variants: dict[str, dict[str, Any]], fold_
     lgb = _lightgbm()
     out: dict[str, Any] = {"fold_settings": fold_settings, "candidate_depth": depth}
     for label, variant in variants.items():
+        unknown = sorted(set(variant.get("features", FEATURES)) - set(FEATURES))
+        if unknown:
+            raise SystemExit(f"variant {label!r}: features {unknown} are not in this tandem's ranker; it has {list(FEATURES)}")
         cols = [FEATURES.index(f) for f in variant.get("features", FEATURES)]
         cut = int(variant.get("rerank_depth", DEFAULT_GRAPH_RETRIEVAL["rerank_depth"]))
         params = {**PARAMS, **variant.get("params", {})}
