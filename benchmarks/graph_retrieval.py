@@ -4,9 +4,11 @@ Modes, each printing JSON:
 
     # settings chosen by 5-fold cross-validation over folds mixing every set; held-out figures
     python benchmarks/graph_retrieval.py cv --work indexes/bench-graph > runs/graph-cv.json
+    # ranker variants (features, depth, LightGBM settings, first stage) on held-out folds, candidates computed once
+    python benchmarks/graph_retrieval.py ablate --fold-settings runs/graph-cv.json --variant v1 '{}' > runs/graph-ablate.json
     # figures on every set, per fold: R@2/5/10, all-gold@5, MRR, nDCG@10, build time, graph size, query p50/p95
     python benchmarks/graph_retrieval.py report --work indexes/bench-graph > runs/graph-report.json
-    # dev500 questions over larger pools (other sets' passages added): recall and latency
+    # dev500 questions over larger pools (other sets' passages added; a 50 k pool of their windows): recall, latency
     python benchmarks/graph_retrieval.py pools --work indexes/bench-graph > runs/graph-pools.json
     # query latency alone (run it on a quiet machine; --clock cpu times process CPU time)
     python benchmarks/graph_retrieval.py latency --sets hotpotqa --work indexes/bench-graph
@@ -30,15 +32,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tandem.corpus import load_dataset
+from tandem.corpus.chunking import chunk_text
 from tandem.eval.retrieval import evaluate_retrieval, latency_ms
 from tandem.index import add_extras, build_index, open_index
 from tandem.index.encoder import load_encoder
 from tandem.index.graph import DEFAULT_GRAPH, GraphExtra
 from tandem.models import offline_env
 from tandem.retrieve import open_retriever
+from tandem.retrieve.dense import DenseRetriever
 from tandem.retrieve.graph import DEFAULT_GRAPH_RETRIEVAL, GraphRetriever
-from tandem.types import Hit, Question
+from tandem.types import Document, Hit, Question, doc_id_for
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SETS = {
@@ -49,11 +55,18 @@ SETS = {
 # larger pools for the dev500 questions: dev500's passages plus every other local set's (about 9.6 k)
 POOLS = {"pool-mixed": [*SETS["hotpotqa"], SHARED / "musique/hipporag_100.json", SHARED / "nq/nq-open-oracle.jsonl.gz",
                         *SETS["fixtures"]]}
+# a 50 k-passage scale pool for the same questions, built at run time from the real local passages: the
+# mixed pool plus 32-word windows (16 words of overlap; tandem.corpus.chunking.chunk_text) cut from each
+# of its passages that is not a dev500 gold passage, titled as their source (a chunked corpus: many
+# passages share a title). The windows are near-duplicate distractors, not new topics (docs/retrieval.md).
+SCALE_POOLS = {"pool-50k": ("pool-mixed", 32, 16)}
 METRICS = ("recall@2", "recall@5", "recall@10", "all_gold@5", "mrr", "ndcg@10")
 
 
 def load_set(name: str) -> tuple[list[Question], list]:
     """Questions and passage pool of a set (several files: pools merged, duplicates by id dropped)."""
+    if name in SCALE_POOLS:
+        return scale_pool(*SCALE_POOLS[name])
     questions: list[Question] = []
     pool: dict[str, Any] = {}
     for path in SETS.get(name) or POOLS[name]:
@@ -62,6 +75,21 @@ def load_set(name: str) -> tuple[list[Question], list]:
         for doc in ds.passages:
             pool.setdefault(doc.id, doc)
     return questions, list(pool.values())
+
+
+def scale_pool(base: str, words: int, overlap: int) -> tuple[list[Question], list]:
+    """``base``'s questions and pool, plus word windows cut from every pool passage that is no dev500
+    question's gold passage (so a window never competes with the gold passage it was cut from)."""
+    questions, pool = load_set(base)
+    gold = {g for q in load_set("hotpotqa")[0] for g in q.gold_doc_ids}
+    docs = {d.id: d for d in pool}
+    for doc in pool:
+        if doc.id in gold:
+            continue
+        for piece in chunk_text(doc.text, words, overlap):
+            window = Document(doc_id_for(doc.title, piece), doc.title, piece, {"window_of": doc.id})
+            docs.setdefault(window.id, window)
+    return questions, list(docs.values())
 
 
 def ensure_index(name: str, work: Path, rebuild: bool) -> tuple[Any, dict[str, float]]:
@@ -235,6 +263,76 @@ def cv_ranker(data: dict[str, tuple[list[Question], Any]], firsts: dict[str, Any
     return out
 
 
+def ablate(work: Path, rebuild: bool, variants: dict[str, dict[str, Any]], fold_settings: list[dict[str, Any]],
+           sets: Sequence[str] = CV_SETS, settings: dict[str, Any] | None = None,
+           first_stage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Ranker variants on held-out folds, cheaply: each set's candidates (the fused top ``depth`` under each
+    fold's settings, every feature of :data:`tandem.retrieve.ranker.FEATURES`) are computed once; each
+    variant (``features``: the columns it may use, ``rerank_depth``, LightGBM ``params``, ``rounds``) trains
+    fold f's model on the other folds, as :func:`cv_ranker` does, and re-orders fold f's candidates."""
+    from tandem.eval.retrieval_metrics import retrieval_scores
+    from tandem.retrieve.ranker import FEATURES, PARAMS, ROUNDS, _lightgbm, candidate_rows
+
+    data = {name: (load_set(name)[0], ensure_index(name, work, rebuild)[0]) for name in sets}
+    first = dict(first_stage or {})
+    kind = first.pop("kind", None)
+    firsts = {name: Cached(open_retriever(idx, kind or idx.kind, **first)) for name, (_, idx) in data.items()}
+    depth = max(int(v.get("rerank_depth", DEFAULT_GRAPH_RETRIEVAL["rerank_depth"])) for v in variants.values())
+    cache: dict[str, dict[str, list]] = {}  # settings -> set -> per question (rows' doc ids, features, labels)
+    for fold_set in fold_settings:
+        key = json.dumps(fold_set, sort_keys=True)
+        if key in cache:
+            continue
+        cache[key] = {}
+        for name, (questions, idx) in data.items():
+            g = GraphRetriever(idx, firsts[name], dense=DenseRetriever(idx),
+                               **{**fold_set, **(settings or {}), "ranker": "none"})
+            groups = []
+            for start in range(0, len(questions), 64):
+                batch = questions[start:start + 64]
+                signals = g.signals([q.text for q in batch], depth, with_vectors=True)
+                for col, q in enumerate(batch):
+                    rows = candidate_rows(signals.fused[:, col], depth)
+                    ids = [g.doc_ids[r] for r in rows.tolist()]
+                    gold = set(q.gold_doc_ids)
+                    groups.append((ids, g.features.matrix(signals, col, rows, q.text),
+                                   np.array([d in gold for d in ids], dtype=np.float32), q.gold_doc_ids))
+            cache[key][name] = groups
+    lgb = _lightgbm()
+    out: dict[str, Any] = {"fold_settings": fold_settings, "candidate_depth": depth}
+    for label, variant in variants.items():
+        unknown = sorted(set(variant.get("features", FEATURES)) - set(FEATURES))
+        if unknown:
+            raise SystemExit(f"variant {label!r}: features {unknown} are not in this tandem's ranker; it has {list(FEATURES)}")
+        cols = [FEATURES.index(f) for f in variant.get("features", FEATURES)]
+        cut = int(variant.get("rerank_depth", DEFAULT_GRAPH_RETRIEVAL["rerank_depth"]))
+        params = {**PARAMS, **variant.get("params", {})}
+        held: dict[str, list] = {name: [None] * len(data[name][0]) for name in data}
+        for fold, fold_set in enumerate(fold_settings):
+            per_set = cache[json.dumps(fold_set, sort_keys=True)]
+            weigh = variant.get("set_weights", {})  # a set's share of the training weight (default: equal)
+            train = [(x[:cut][:, cols], y[:cut], float(weigh.get(name, 1.0)) / len(groups))
+                     for name, groups in per_set.items()
+                     for i, (_, x, y, _) in enumerate(groups) if i % FOLDS != fold and y[:cut].any()]
+            total = len(train)
+            dataset = lgb.Dataset(np.vstack([x for x, _, _ in train]), np.concatenate([y for _, y, _ in train]),
+                                  weight=np.concatenate([np.full(len(y), total * w) for _, y, w in train]),
+                                  group=[len(y) for _, y, _ in train])
+            booster = lgb.train(params, dataset, num_boost_round=int(variant.get("rounds", ROUNDS)))
+            for name, groups in per_set.items():
+                for i, (ids, x, _, gold) in enumerate(groups):
+                    if i % FOLDS != fold:
+                        continue
+                    top = ids[:cut]
+                    if top:
+                        scores = booster.predict(x[:cut][:, cols], num_threads=1)
+                        top = [top[j] for j in np.lexsort((np.arange(len(top)), -scores))]
+                    held[name][i] = retrieval_scores(gold, top + ids[cut:], (2, 5, 10))
+        out[label] = {"held_out": fold_means(held, set(range(FOLDS))),
+                      "folds": [fold_means(held, {f}) for f in range(FOLDS)]}
+    return out
+
+
 def report(work: Path, rebuild: bool, sets: Sequence[str], queries: int, settings: dict[str, Any],
            variants: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Figures of bm25 / dense / hybrid / graph (the issue-16 defaults, the fused order without the ranker,
@@ -277,12 +375,13 @@ def report(work: Path, rebuild: bool, sets: Sequence[str], queries: int, setting
     return out
 
 
-def pool_sizes(work: Path, rebuild: bool, queries: int) -> dict[str, Any]:
+def pool_sizes(work: Path, rebuild: bool, queries: int, pools: Sequence[str]) -> dict[str, Any]:
     """How the dev500 figures move with the pool: dev500's own pool, then each POOLS pool (other sets'
-    passages added as distractors); hybrid, graph without the ranker, graph with the defaults."""
+    passages added as distractors) and SCALE_POOLS pool (windows of those passages added); hybrid, graph
+    without the ranker, graph with the defaults."""
     questions = load_set("hotpotqa")[0]
     out: dict[str, Any] = {}
-    for name in ["hotpotqa", *POOLS]:
+    for name in pools:
         idx, times = ensure_index(name, work, rebuild)
         entry: dict[str, Any] = {"passages": idx.manifest.doc_count, **times}
         for label, kind, options in (("hybrid", "hybrid", {}), ("graph ranker=none", "graph", {"ranker": "none"}),
@@ -329,15 +428,24 @@ def methods(runs: Sequence[Path]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=("cv", "report", "pools", "latency", "methods"))
+    parser.add_argument("mode", choices=("cv", "ablate", "report", "pools", "latency", "methods"))
+    parser.add_argument("--first-stage", help='ablate: the first stage as JSON, e.g. {"kind": "hybrid", '
+                                             '"weights": [0.5, 1.0]} (default: the index\'s kind)')
+    parser.add_argument("--fold-settings", type=Path, help="ablate: a cv run's JSON; each fold's chosen settings "
+                                                            "(default: the shipped settings on every fold)")
     parser.add_argument("--runs", nargs="+", type=Path, default=[], help="methods: tandem eval qa run folders")
     parser.add_argument("--work", type=Path, default=Path("indexes/bench-graph"))
-    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=list(SETS))
+    parser.add_argument("--sets", nargs="+", default=list(SETS), choices=[*SETS, *POOLS, *SCALE_POOLS],
+                        help="the sets (latency: also a pool, timed with its first questions, dev500's)")
+    parser.add_argument("--pools", nargs="+", default=["hotpotqa", *POOLS, *SCALE_POOLS],
+                        choices=["hotpotqa", *POOLS, *SCALE_POOLS], help="pools: the pools to measure, smallest first")
     parser.add_argument("--queries", type=int, default=200, help="queries timed for latency")
     parser.add_argument("--rebuild", action="store_true", help="build the indexes again (and time the builds)")
     parser.add_argument("--set", dest="settings", action="append", default=[], help="graph retriever KEY=VALUE")
     parser.add_argument("--variant", nargs=2, action="append", default=[], metavar=("LABEL", "JSON"),
-                        help="report: also a graph retriever with these settings (a JSON object)")
+                        help="report: also a graph retriever with these settings (a JSON object); ablate: a ranker "
+                             "variant ({features: [...], rerank_depth, params: {...}, rounds, "
+                             "set_weights: {set: weight}})")
     parser.add_argument("--ranker", action="store_true", help="cv: also cross-validate the learned ranker")
     parser.add_argument("--save-ranker", type=Path, help="cv: write the ranker trained on all folds here "
                                                            "(src/tandem/retrieve/graph_ranker.txt ships)")
@@ -350,8 +458,13 @@ def main() -> None:
     if args.mode == "cv":
         result = cross_validate(args.work, args.rebuild, ranker=args.ranker or args.save_ranker is not None,
                                 save_ranker_to=args.save_ranker)
+    elif args.mode == "ablate":
+        chosen = ([f["chosen"] for f in json.loads(args.fold_settings.read_text())["folds"]] if args.fold_settings
+                  else [{}] * FOLDS)
+        result = ablate(args.work, args.rebuild, variants or {"defaults": {}}, chosen, settings=settings,
+                        first_stage=json.loads(args.first_stage) if args.first_stage else None)
     elif args.mode == "pools":
-        result = pool_sizes(args.work, args.rebuild, args.queries)
+        result = pool_sizes(args.work, args.rebuild, args.queries, args.pools)
     elif args.mode == "methods":
         result = methods(args.runs)
     elif args.mode == "latency":

@@ -119,3 +119,25 @@ def test_cross_validation_folds_mix_sets_and_hold_one_out():
     combos = bench.grid_settings()
     assert len(combos) == len({str(sorted(c.items())) for c in combos}) and all(c["ranker"] == "none" for c in combos)
     assert {"expand_hits": 0, "expand_weight": 0.0} in [{k: c[k] for k in ("expand_hits", "expand_weight")} for c in combos]
+
+
+def test_scale_pool_adds_windows_of_non_gold_passages(monkeypatch):
+    """benchmarks/graph_retrieval.py's scale pool: the base pool plus overlapping word windows, titled as their
+    source, of every passage that is no dev500 question's gold passage; duplicates dropped by id."""
+    from tests.conftest import benchmark_script
+
+    from tandem.types import Document, doc_id_for
+
+    bench = benchmark_script("graph_retrieval")
+    words = " ".join(f"w{i}" for i in range(10))
+    gold = Document(doc_id_for("Gold", words), "Gold", words)
+    other = Document(doc_id_for("Other", words), "Other", words)
+    short = Document(doc_id_for("Short", "a b"), "Short", "a b")
+    question = Question("q", "?", ("x",), gold_doc_ids=(gold.id,))
+    monkeypatch.setattr(bench, "load_set", lambda name: ([question], [gold, other, short]))
+    questions, pool = bench.scale_pool("base", 4, 2)
+    assert questions == [question] and pool[:3] == [gold, other, short]
+    added = pool[3:]
+    assert [d.text for d in added] == ["w0 w1 w2 w3", "w2 w3 w4 w5", "w4 w5 w6 w7", "w6 w7 w8 w9"]
+    assert all(d.title == "Other" and d.metadata["window_of"] == other.id for d in added)
+    assert len({d.id for d in pool}) == len(pool)  # "a b" cut from Short is Short itself: not added twice
