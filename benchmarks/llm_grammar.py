@@ -4,7 +4,7 @@
     python benchmarks/llm_grammar.py --engine torch       # the same on the transformers engine
     python benchmarks/llm_grammar.py --string 380         # a {"notes": string} of maxLength 380, split and unsplit
 
-Each request runs alone (no other sequence in the batch) twice: the first includes compiling the
+Each request runs alone (no other sequence in the batch), by default twice: the first includes compiling the
 grammar, the second reuses it. Printed: seconds, completion tokens, tokens/s, and the same prompt
 decoded without a schema for reference. ``--string N`` compares the grammar ``json_ebnf`` makes (long
 repeats split, ``REPEAT_SPAN``) with xgrammar's own unsplit ``{1, N}`` and an unbounded string.
@@ -34,6 +34,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engine", default="openvino", choices=("openvino", "torch"))
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--attempts", type=int, default=2, help="requests per role or form (the first compiles)")
     parser.add_argument("--string", type=int, metavar="N", help="only: one string of maxLength N, grammar forms")
     args = parser.parse_args()
 
@@ -58,14 +59,14 @@ def main() -> None:
             raise SystemExit("--string compares grammar forms on the openvino engine")
         for name, grammar in forms.items():
             ov_engine.json_ebnf = lambda _schema, g=grammar: g  # type: ignore[assignment]
-            for attempt in (1, 2):
+            for attempt in range(1, args.attempts + 1):
                 req = LLMRequest.from_prompt(PROMPT, max_tokens=64, json_schema=schema)
                 print(json.dumps({"form": name, "attempt": attempt, **timed(llm, req)}), flush=True)
     else:
         for role in P.STRUCTURED_ROLES.values():
             free = LLMRequest.from_prompt(PROMPT, max_tokens=64)
             print(json.dumps({"role": role.name, "schema": False, **timed(llm, free)}), flush=True)
-            for attempt in (1, 2):
+            for attempt in range(1, args.attempts + 1):
                 req = LLMRequest.from_prompt(PROMPT, max_tokens=role.budget, json_schema=role.bounded)
                 print(json.dumps({"role": role.name, "schema": True, "attempt": attempt, **timed(llm, req)}),
                       flush=True)
