@@ -19,9 +19,9 @@ tandem's, so it runs in its own interpreter):
 
 ``engine="torch"`` (the default) is the transformers path (:class:`HFLLM`); ``engine="auto"`` takes
 OpenVINO when it and its exporter are installed, else torch with a warning. OpenVINO is not the default
-yet: it prefills about 10x faster and answers NativeRAG about 6-10x sooner, but its grammar-constrained
-decoding of DualRAG's long bounded schemas was far slower than torch's (minutes per Entity Identifier
-call; docs/llm.md), and its fp16 greedy answers matched fp32 on 15 of 19 questions.
+yet: it prefills about 10x faster and answers NativeRAG about 2-6x sooner, and DualRAG's schemas now
+decode at about free-text speed (long grammar repeats split), but with bf16 compute its greedy answers
+match the fp32 path on 37-41 of 50 NativeRAG questions, short of 90 % (docs/llm.md).
 """
 
 from __future__ import annotations
