@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -76,12 +77,13 @@ def gemm_peak(seconds: float = 2.0) -> dict[str, float]:
     return out
 
 
-def load_engine(engine: str, vllm_url: str | None) -> Any:
+def load_engine(engine: str, vllm_url: str | None, ov_opts: Sequence[str] = ()) -> Any:
     from tandem.llm import load_llm
 
     if engine == "vllm":
         return load_llm(f"openai:smollm2@{vllm_url}", max_concurrency=16, json_mode="schema")
-    return load_llm("local", engine=engine)
+    opts = dict(o.split("=", 1) for o in ov_opts) if engine == "openvino" else {}
+    return load_llm("local", engine=engine, **opts)
 
 
 def token_speeds(llm: Any, repeat: int) -> dict[str, float]:
@@ -233,7 +235,7 @@ def main() -> None:
     parser.add_argument("--vllm-port", type=int, default=8011)
     parser.add_argument("--same-answers", type=int, metavar="N", help="only: NativeRAG answers, torch vs openvino")
     parser.add_argument("--ov-opt", action="append", default=[], metavar="KEY=VALUE",
-                        help="openvino engine option for --same-answers (kv_cache=float32, dtype=float32, weights=int4...)")
+                        help="openvino engine option (kv_cache=float32, dtype=float32, weights=int4...), repeatable")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_TORCH", "RUN_OPENVINO"))
     args = parser.parse_args()
     if args.compare:
@@ -253,8 +255,9 @@ def main() -> None:
             if engine == "vllm" and vllm_url is None:
                 continue
             if not args.skip_tokens:
-                llm = load_engine(engine, vllm_url)
-                rows.append(emit({"engine": engine, **token_speeds(llm, args.repeat)}))
+                llm = load_engine(engine, vllm_url, args.ov_opt)
+                rows.append(emit({"engine": engine, "options": args.ov_opt if engine == "openvino" else [],
+                                  **token_speeds(llm, args.repeat)}))
                 if hasattr(llm, "close"):
                     llm.close()
                 del llm
@@ -262,7 +265,7 @@ def main() -> None:
                 continue
             index = ensure_index(args.index)
             spec, opts = (f"openai:smollm2@{vllm_url}", ["json_mode=schema", "max_concurrency=16"]) \
-                if engine == "vllm" else ("local", [f"engine={engine}"])
+                if engine == "vllm" else ("local", [f"engine={engine}", *(args.ov_opt if engine == "openvino" else [])])
             for method in args.methods:
                 for c in args.concurrency:
                     result = method_seconds(method, spec, opts, index, args.questions, c)
