@@ -4,6 +4,7 @@
     python benchmarks/llm_engine.py --questions 8 --engines openvino --methods dualrag --concurrency 8
     python benchmarks/llm_engine.py --skip-methods                    # GEMM, prefill and decode only
     python benchmarks/llm_engine.py --same-answers 50                 # NativeRAG greedy answers, torch vs openvino
+    python benchmarks/llm_engine.py --same-answers 50 --ov-opt kv_cache=float32   # ... with engine options
     python benchmarks/llm_engine.py --compare RUN_TORCH RUN_OPENVINO  # the same from two existing eval runs
 
 One run, on the machine it runs on, prints JSON lines and then a Markdown table:
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -75,12 +77,13 @@ def gemm_peak(seconds: float = 2.0) -> dict[str, float]:
     return out
 
 
-def load_engine(engine: str, vllm_url: str | None) -> Any:
+def load_engine(engine: str, vllm_url: str | None, ov_opts: Sequence[str] = ()) -> Any:
     from tandem.llm import load_llm
 
     if engine == "vllm":
         return load_llm(f"openai:smollm2@{vllm_url}", max_concurrency=16, json_mode="schema")
-    return load_llm("local", engine=engine)
+    opts = dict(o.split("=", 1) for o in ov_opts) if engine == "openvino" else {}
+    return load_llm("local", engine=engine, **opts)
 
 
 def token_speeds(llm: Any, repeat: int) -> dict[str, float]:
@@ -160,14 +163,24 @@ def compare_runs(base: Path, new: Path) -> dict[str, Any]:
                        for i in differ]}
 
 
-def same_answers(questions: int, index: Path, out: Path) -> dict[str, Any]:
-    """NativeRAG on the first ``questions`` of dev500, torch (float32) then openvino, one at a time."""
-    for engine in ("torch", "openvino"):
+def same_answers(questions: int, index: Path, out: Path, ov_opts: list[str]) -> dict[str, Any]:
+    """NativeRAG on the first ``questions`` of dev500, torch (float32) then openvino with ``ov_opts``
+    (``KEY=VALUE`` engine options), one question at a time. The torch run is kept in ``out`` and reused
+    while it holds the same number of questions (it does not depend on the openvino options)."""
+    variant = "openvino" + "".join(f"-{o.replace('=', '_')}" for o in ov_opts)
+    for engine, name, opts in (("torch", "torch", []), ("openvino", variant, ov_opts)):
+        preds = out / name / "predictions.jsonl"
+        if name == "torch" and preds.is_file() and len(preds.read_text().splitlines()) == questions:
+            continue
         cmd = [sys.executable, "-m", "tandem.cli", "eval", "qa", "--method", "naive_rag", "--dataset", str(DATASET),
                "--index", str(index), "--limit", str(questions), "--llm", "local", "--llm-opt", f"engine={engine}",
-               "--out", str(out / engine)]
+               "--out", str(out / name)]
+        for opt in opts:
+            cmd += ["--llm-opt", opt]
+        start = time.perf_counter()
         subprocess.run(cmd, check=True, capture_output=True)
-    return compare_runs(out / "torch", out / "openvino")
+        emit({"run": name, "wall_s": round(time.perf_counter() - start, 1), "uptime": uptime()})
+    return compare_runs(out / "torch", out / variant)
 
 
 def start_vllm(port: int) -> tuple[subprocess.Popen[bytes] | None, str | None]:
@@ -221,6 +234,8 @@ def main() -> None:
     parser.add_argument("--skip-tokens", action="store_true")
     parser.add_argument("--vllm-port", type=int, default=8011)
     parser.add_argument("--same-answers", type=int, metavar="N", help="only: NativeRAG answers, torch vs openvino")
+    parser.add_argument("--ov-opt", action="append", default=[], metavar="KEY=VALUE",
+                        help="openvino engine option (kv_cache=float32, dtype=float32, weights=int4...), repeatable")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_TORCH", "RUN_OPENVINO"))
     args = parser.parse_args()
     if args.compare:
@@ -228,7 +243,7 @@ def main() -> None:
         return
     if args.same_answers:
         out = ROOT / "runs" / "bench-llm-engine-answers"
-        print(json.dumps(same_answers(args.same_answers, ensure_index(args.index), out), indent=1))
+        print(json.dumps(same_answers(args.same_answers, ensure_index(args.index), out, args.ov_opt), indent=1))
         return
     emit({"uptime_start": uptime(), "cpus": len(os.sched_getaffinity(0))})
     hw = emit({"gemm_gflops": gemm_peak()})["gemm_gflops"]
@@ -240,8 +255,9 @@ def main() -> None:
             if engine == "vllm" and vllm_url is None:
                 continue
             if not args.skip_tokens:
-                llm = load_engine(engine, vllm_url)
-                rows.append(emit({"engine": engine, **token_speeds(llm, args.repeat)}))
+                llm = load_engine(engine, vllm_url, args.ov_opt)
+                rows.append(emit({"engine": engine, "options": args.ov_opt if engine == "openvino" else [],
+                                  **token_speeds(llm, args.repeat)}))
                 if hasattr(llm, "close"):
                     llm.close()
                 del llm
@@ -249,7 +265,7 @@ def main() -> None:
                 continue
             index = ensure_index(args.index)
             spec, opts = (f"openai:smollm2@{vllm_url}", ["json_mode=schema", "max_concurrency=16"]) \
-                if engine == "vllm" else ("local", [f"engine={engine}"])
+                if engine == "vllm" else ("local", [f"engine={engine}", *(args.ov_opt if engine == "openvino" else [])])
             for method in args.methods:
                 for c in args.concurrency:
                     result = method_seconds(method, spec, opts, index, args.questions, c)

@@ -91,6 +91,8 @@ def test_bad_options_are_config_errors() -> None:
         load_llm("local", engine="openvino", weights="int3")
     with pytest.raises(ConfigError, match="need engine=openvino"):
         load_llm("local", engine="torch", max_batch=4)
+    with pytest.raises(ConfigError, match="kv_cache 'q4'"):
+        load_llm("local", engine="openvino", kv_cache="q4")
 
 
 def test_embeddings_path_goes_to_transformers(llm: OVLLM) -> None:

@@ -19,9 +19,9 @@ tandem's, so it runs in its own interpreter):
 
 ``engine="torch"`` (the default) is the transformers path (:class:`HFLLM`); ``engine="auto"`` takes
 OpenVINO when it and its exporter are installed, else torch with a warning. OpenVINO is not the default
-yet: it prefills about 10x faster and answers NativeRAG about 6-10x sooner, but its grammar-constrained
-decoding of DualRAG's long bounded schemas was far slower than torch's (minutes per Entity Identifier
-call; docs/llm.md), and its fp16 greedy answers matched fp32 on 15 of 19 questions.
+yet: it prefills about 10x faster and answers NativeRAG about 2-6x sooner, and DualRAG's schemas now
+decode at about free-text speed (long grammar repeats split), but with bf16 compute its greedy answers
+match the fp32 path on 37-41 of 50 NativeRAG questions, short of 90 % (docs/llm.md).
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ ENGINES = ("auto", "openvino", "torch")
 # fp16 weights (computed in bf16 where the CPU has it) keep the float32 answers; int8 changed the demo's
 WEIGHTS = ("fp16", "int8", "int4")
 DEFAULT_WEIGHTS = "fp16"
+#: optimum-cli arguments beyond ``--weight-format``: int4 as the GGUF's Q4_1 blocks are made
+#: (asymmetric, groups of 32, every layer), the nearest NNCF recipe to the weights the fp32 path computes with
+WEIGHT_ARGS: dict[str, tuple[str, ...]] = {"int4": ("--group-size", "32", "--ratio", "1.0")}
 EXPORTER_ENV = "TANDEM_OV_EXPORTER"
 EXPORT_TIMEOUT_S = 900
 log = logging.getLogger(__name__)
@@ -141,7 +144,7 @@ def exported_dir(folder: str | Path, weights: str, cache_dir: str | Path | None 
     import openvino
 
     root = Path(cache_dir) if cache_dir is not None else cache_root("models")
-    raw = f"{Path(folder).name}:{weights}:{openvino.__version__}"
+    raw = f"{Path(folder).name}:{weights}:{openvino.__version__}" + "".join(f":{a}" for a in WEIGHT_ARGS.get(weights, ()))
     return root / f"{Path(folder).name}-ov-{weights}-{hashlib.sha256(raw.encode()).hexdigest()[:8]}"
 
 
@@ -162,7 +165,7 @@ def ensure_exported(folder: str | Path, weights: str = DEFAULT_WEIGHTS, cache_di
         raise ConfigError(f"the openvino engine needs its export environment once per model (optimum-intel): "
                           f"run bash scripts/setup.sh, set ${EXPORTER_ENV} to its python, or use --llm-opt engine=torch")
     cmd = [str(python), "-m", "optimum.commands.optimum_cli", "export", "openvino", "--model", str(folder),
-           "--task", "text-generation-with-past", "--weight-format", weights]
+           "--task", "text-generation-with-past", "--weight-format", weights, *WEIGHT_ARGS.get(weights, ())]
     with atomic_path(target, folder=True, place=_rename_unless_converted) as tmp:
         start = time.perf_counter()
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONPATH": ""}

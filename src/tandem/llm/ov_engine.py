@@ -48,6 +48,9 @@ from tandem.models import offline_env
 
 # ``dtype`` option -> OpenVINO's inference precision (default: the plugin's choice, bf16 where the CPU has it)
 PRECISIONS = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+#: ``kv_cache`` option -> the CPU plugin's KV_CACHE_PRECISION (its own default there is u8)
+KV_PRECISIONS = {"u8": "u8", "float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+DEFAULT_KV_CACHE = "u8"
 DEFAULT_MAX_BATCH = 16
 DEFAULT_KV_CACHE_GB = 1
 
@@ -72,6 +75,7 @@ class OVLLM:
             (prefix cache included).
         dtype: inference precision (``float32``/``bfloat16``/``float16``); default: OpenVINO's
             choice for the CPU (bf16 where it has AVX-512 BF16 or AMX).
+        kv_cache: precision of the KV cache (``u8``/``float16``/``bfloat16``/``float32``).
 
     Attributes:
         tokenizer: the transformers tokenizer; ``eos_token_ids``: ids that end generation;
@@ -90,11 +94,14 @@ class OVLLM:
         max_batch: int = DEFAULT_MAX_BATCH,
         kv_cache_gb: int = DEFAULT_KV_CACHE_GB,
         dtype: str | None = None,
+        kv_cache: str = DEFAULT_KV_CACHE,
     ) -> None:
         if json_mode not in JSON_MODES:
             raise ConfigError(f"unknown json_mode {json_mode!r} for an in-process model; modes: {sorted(JSON_MODES)}")
         if dtype is not None and dtype not in PRECISIONS:
             raise ConfigError(f"unknown dtype {dtype!r}; dtypes: {sorted(PRECISIONS)}")
+        if kv_cache not in KV_PRECISIONS:
+            raise ConfigError(f"unknown kv_cache {kv_cache!r}; KV cache precisions: {sorted(KV_PRECISIONS)}")
         if max_batch < 1 or kv_cache_gb < 1:
             raise ConfigError(f"max_batch and kv_cache_gb must be >= 1, got {max_batch} and {kv_cache_gb}")
         offline_env()
@@ -117,7 +124,8 @@ class OVLLM:
         scheduler.max_num_seqs = max_batch
         scheduler.max_num_batched_tokens = 2048
         scheduler.dynamic_split_fuse = True
-        props: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "CACHE_DIR": str(Path(model_dir) / "compiled")}
+        props: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "CACHE_DIR": str(Path(model_dir) / "compiled"),
+                                 "KV_CACHE_PRECISION": KV_PRECISIONS[kv_cache]}
         if dtype is not None:
             props["INFERENCE_PRECISION_HINT"] = PRECISIONS[dtype]
         try:
