@@ -271,7 +271,7 @@ def ablate(work: Path, rebuild: bool, variants: dict[str, dict[str, Any]], fold_
     variant (``features``: the columns it may use, ``rerank_depth``, LightGBM ``params``, ``rounds``) trains
     fold f's model on the other folds, as :func:`cv_ranker` does, and re-orders fold f's candidates."""
     from tandem.eval.retrieval_metrics import retrieval_scores
-    from tandem.retrieve.ranker import FEATURES, PARAMS, ROUNDS, _lightgbm, candidate_rows
+    from tandem.retrieve.ranker import FEATURES, PARAMS, ROUNDS, _lightgbm, candidate_groups
 
     data = {name: (load_set(name)[0], ensure_index(name, work, rebuild)[0]) for name in sets}
     first = dict(first_stage or {})
@@ -287,17 +287,9 @@ def ablate(work: Path, rebuild: bool, variants: dict[str, dict[str, Any]], fold_
         for name, (questions, idx) in data.items():
             g = GraphRetriever(idx, firsts[name], dense=DenseRetriever(idx),
                                **{**fold_set, **(settings or {}), "ranker": "none"})
-            groups = []
-            for start in range(0, len(questions), 64):
-                batch = questions[start:start + 64]
-                signals = g.signals([q.text for q in batch], depth, with_vectors=True)
-                for col, q in enumerate(batch):
-                    rows = candidate_rows(signals.fused[:, col], depth)
-                    ids = [g.doc_ids[r] for r in rows.tolist()]
-                    gold = set(q.gold_doc_ids)
-                    groups.append((ids, g.features.matrix(signals, col, rows, q.text),
-                                   np.array([d in gold for d in ids], dtype=np.float32), q.gold_doc_ids))
-            cache[key][name] = groups
+            cache[key][name] = [([g.doc_ids[r] for r in rows.tolist()], features, labels, q.gold_doc_ids)
+                                for (rows, features, labels), q in zip(candidate_groups(g, questions, depth),
+                                                                       questions, strict=True)]
     lgb = _lightgbm()
     out: dict[str, Any] = {"fold_settings": fold_settings, "candidate_depth": depth}
     for label, variant in variants.items():

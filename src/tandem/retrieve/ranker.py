@@ -114,8 +114,10 @@ def candidate_rows(fused: np.ndarray, depth: int) -> np.ndarray:
     return part[np.lexsort((part, -fused[part]))]
 
 
-def training_groups(retriever: GraphRetriever, questions: Sequence[Any], depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per question (with gold ids), the features of its top ``depth`` candidates and their 0/1 gold labels."""
+def candidate_groups(retriever: GraphRetriever, questions: Sequence[Any], depth: int
+                     ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per question (with gold ids): the pool rows of its top ``depth`` candidates, their features and their
+    0/1 gold labels."""
     out = []
     for start in range(0, len(questions), 64):
         batch = questions[start:start + 64]
@@ -124,8 +126,13 @@ def training_groups(retriever: GraphRetriever, questions: Sequence[Any], depth: 
             rows = candidate_rows(signals.fused[:, col], depth)
             gold = {retriever.row_of[d] for d in q.gold_doc_ids if d in retriever.row_of}
             labels = np.array([r in gold for r in rows.tolist()], dtype=np.float32)
-            out.append((retriever.features.matrix(signals, col, rows, q.text), labels))
+            out.append((rows, retriever.features.matrix(signals, col, rows, q.text), labels))
     return out
+
+
+def training_groups(retriever: GraphRetriever, questions: Sequence[Any], depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per question (with gold ids), the features of its top ``depth`` candidates and their 0/1 gold labels."""
+    return [(features, labels) for _rows, features, labels in candidate_groups(retriever, questions, depth)]
 
 
 class LearnedRanker:
