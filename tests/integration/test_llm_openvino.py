@@ -93,6 +93,8 @@ def test_bad_options_are_config_errors() -> None:
         load_llm("local", engine="torch", max_batch=4)
     with pytest.raises(ConfigError, match="kv_cache 'q4'"):
         load_llm("local", engine="openvino", kv_cache="q4")
+    with pytest.raises(ConfigError, match="kv_cache=float32 needs dtype=float32"):
+        load_llm("local", engine="openvino", kv_cache="float32")
 
 
 def test_embeddings_path_goes_to_transformers(llm: OVLLM) -> None:

@@ -102,6 +102,9 @@ class OVLLM:
             raise ConfigError(f"unknown dtype {dtype!r}; dtypes: {sorted(PRECISIONS)}")
         if kv_cache not in KV_PRECISIONS:
             raise ConfigError(f"unknown kv_cache {kv_cache!r}; KV cache precisions: {sorted(KV_PRECISIONS)}")
+        if kv_cache == "float32" and dtype != "float32":
+            raise ConfigError("kv_cache=float32 needs dtype=float32 (OpenVINO keeps no f32 KV cache under bf16/f16 "
+                              "compute); use kv_cache=bfloat16, or add dtype=float32")
         if max_batch < 1 or kv_cache_gb < 1:
             raise ConfigError(f"max_batch and kv_cache_gb must be >= 1, got {max_batch} and {kv_cache_gb}")
         offline_env()
