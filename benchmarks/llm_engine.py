@@ -6,6 +6,7 @@
     python benchmarks/llm_engine.py --same-answers 50                 # NativeRAG greedy answers, torch vs openvino
     python benchmarks/llm_engine.py --same-answers 50 --ov-opt kv_cache=float32   # ... with engine options
     python benchmarks/llm_engine.py --compare RUN_TORCH RUN_OPENVINO  # the same from two existing eval runs
+    python benchmarks/llm_engine.py --engines openvino --ov-variant weights=q4_1 --skip-methods  # settings side by side
 
 One run, on the machine it runs on, prints JSON lines and then a Markdown table:
 
@@ -236,6 +237,9 @@ def main() -> None:
     parser.add_argument("--same-answers", type=int, metavar="N", help="only: NativeRAG answers, torch vs openvino")
     parser.add_argument("--ov-opt", action="append", default=[], metavar="KEY=VALUE",
                         help="openvino engine option (kv_cache=float32, dtype=float32, weights=int4...), repeatable")
+    parser.add_argument("--ov-variant", action="append", default=[], metavar="KEY=VALUE,...",
+                        help="one more openvino row with these options (weights=q4_1,dtype=float32), repeatable: "
+                             "settings compared in one run")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_TORCH", "RUN_OPENVINO"))
     args = parser.parse_args()
     if args.compare:
@@ -250,14 +254,15 @@ def main() -> None:
     emit({"prefill_peak_tok_s": hw["bf16"] * 1e9 / (2 * NON_EMBEDDING_PARAMS)})
     rows: list[dict[str, Any]] = []
     proc, vllm_url = start_vllm(args.vllm_port) if "vllm" in args.engines else (None, None)
+    runs = [(e, e, args.ov_opt if e == "openvino" else []) for e in args.engines]
+    runs += [(f"openvino [{v}]", "openvino", v.split(",")) for v in args.ov_variant]
     try:
-        for engine in args.engines:
+        for label, engine, ov_opts in runs:
             if engine == "vllm" and vllm_url is None:
                 continue
             if not args.skip_tokens:
-                llm = load_engine(engine, vllm_url, args.ov_opt)
-                rows.append(emit({"engine": engine, "options": args.ov_opt if engine == "openvino" else [],
-                                  **token_speeds(llm, args.repeat)}))
+                llm = load_engine(engine, vllm_url, ov_opts)
+                rows.append(emit({"engine": label, "options": ov_opts, **token_speeds(llm, args.repeat)}))
                 if hasattr(llm, "close"):
                     llm.close()
                 del llm
@@ -265,11 +270,11 @@ def main() -> None:
                 continue
             index = ensure_index(args.index)
             spec, opts = (f"openai:smollm2@{vllm_url}", ["json_mode=schema", "max_concurrency=16"]) \
-                if engine == "vllm" else ("local", [f"engine={engine}", *(args.ov_opt if engine == "openvino" else [])])
+                if engine == "vllm" else ("local", [f"engine={engine}", *ov_opts])
             for method in args.methods:
                 for c in args.concurrency:
                     result = method_seconds(method, spec, opts, index, args.questions, c)
-                    rows.append(emit({"engine": engine, "method": method, "concurrency": c,
+                    rows.append(emit({"engine": label, "method": method, "concurrency": c,
                                       "questions": args.questions, **result}))
     finally:
         if proc is not None:

@@ -95,6 +95,8 @@ def test_bad_options_are_config_errors() -> None:
         load_llm("local", engine="openvino", kv_cache="q4")
     with pytest.raises(ConfigError, match="kv_cache=float32 needs dtype=float32"):
         load_llm("local", engine="openvino", kv_cache="float32")
+    with pytest.raises(ConfigError, match="dynamic_quantization is a group size >= 0"):
+        load_llm("local", engine="openvino", dynamic_quantization=-1)
 
 
 def test_embeddings_path_goes_to_transformers(llm: OVLLM) -> None:
@@ -112,3 +114,30 @@ def test_export_is_cached(llm: OVLLM, monkeypatch: pytest.MonkeyPatch) -> None:
     assert Path(again.path, local.MARKER).is_file()
     print(f"warm load: {time.perf_counter() - start:.2f}s")
     again.close()
+
+
+def test_q4_1_weights_are_the_gguf_blocks_and_answer_like_torch(llm: OVLLM) -> None:
+    """weights=q4_1 puts the GGUF's own 4-bit blocks into the export: every linear layer replaced, each
+    weight equal to the fp16 export's up to its f16 rounding, and the greedy answer the fp32 one."""
+    import numpy as np
+    import openvino as ov
+
+    from tandem.llm import ov_gguf
+
+    q41 = load_llm("local", engine="openvino", weights="q4_1", dtype="float32", kv_cache="float32")
+    marker = json.loads(Path(q41.path, local.MARKER).read_text())
+    assert marker["replaced"] == {"q4_1": 30 * 7, "q8_0": 1}
+    model = ov.Core().read_model(str(Path(q41.path, "openvino_model.xml")))
+    types = {str(op.get_element_type()) for op in model.get_ordered_ops() if op.get_type_name() == "Constant"}
+    assert "u4" in types and "i8" in types
+    fp16 = ov.Core().read_model(str(Path(marker["from"], "openvino_model.xml")))
+    ref = next(op for op in fp16.get_ordered_ops()
+               if op.get_friendly_name() == ov_gguf.EXPORT_NAME.format(module="layers.5.self_attn.k_proj"))
+    from gguf import GGUFReader
+
+    tensor = next(t for t in GGUFReader(marker["source"]).tensors if t.name == "blk.5.attn_k.weight")
+    codes, scale, zero = ov_gguf.q4_1_weight(np.asarray(tensor.data), heads=3)
+    weight = (scale * (codes - zero)).reshape(ref.get_output_shape(0))
+    assert np.abs(weight - ref.get_data().astype(np.float32)).max() <= 2 ** -10  # f16 rounding of |w| < 2
+    assert q41.complete(FRANCE).text == load_llm("local", engine="torch").complete(FRANCE).text
+    q41.close()

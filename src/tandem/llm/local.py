@@ -31,6 +31,7 @@ import importlib.util
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -44,8 +45,11 @@ from tandem.models import cache_root, canonical_name, offline_env, resolve_model
 
 MARKER = "tandem-conversion.json"
 ENGINES = ("auto", "openvino", "torch")
-# fp16 weights (computed in bf16 where the CPU has it) keep the float32 answers; int8 changed the demo's
-WEIGHTS = ("fp16", "int8", "int4")
+# fp16 weights (computed in bf16 where the CPU has it) keep the float32 answers; int8 changed the demo's.
+# q4_1: the GGUF's own 4-bit blocks put into the fp16 export (tandem.llm.ov_gguf), the weights the fp32 path
+# computes with, compressed
+WEIGHTS = ("fp16", "int8", "int4", "q4_1")
+FROM_GGUF = "q4_1"
 DEFAULT_WEIGHTS = "fp16"
 #: optimum-cli arguments beyond ``--weight-format``: int4 as the GGUF's Q4_1 blocks are made
 #: (asymmetric, groups of 32, every layer), the nearest NNCF recipe to the weights the fp32 path computes with
@@ -148,18 +152,22 @@ def exported_dir(folder: str | Path, weights: str, cache_dir: str | Path | None 
     return root / f"{Path(folder).name}-ov-{weights}-{hashlib.sha256(raw.encode()).hexdigest()[:8]}"
 
 
-def ensure_exported(folder: str | Path, weights: str = DEFAULT_WEIGHTS, cache_dir: str | Path | None = None) -> Path:
+def ensure_exported(folder: str | Path, weights: str = DEFAULT_WEIGHTS, cache_dir: str | Path | None = None,
+                    gguf: str | Path | None = None) -> Path:
     """The OpenVINO export (stateful, KV cache as state) of the transformers ``folder``; made once.
 
     Runs ``optimum-cli export openvino --task text-generation-with-past --weight-format WEIGHTS`` in
     the export environment (:func:`exporter_python`), writes into a temporary folder and renames it
-    into place like :func:`ensure_converted`.
+    into place like :func:`ensure_converted`. ``weights="q4_1"`` rewrites the fp16 export with the
+    blocks of ``gguf`` (:func:`tandem.llm.ov_gguf.rewrite_export`).
     """
     if weights not in WEIGHTS:
         raise ConfigError(f"unknown weights {weights!r} for the openvino engine; weights: {list(WEIGHTS)}")
     target = exported_dir(folder, weights, cache_dir)
     if (target / MARKER).is_file():
         return target
+    if weights == FROM_GGUF:
+        return _rewrite_from_gguf(folder, target, cache_dir, gguf)
     python = exporter_python()
     if python is None:
         raise ConfigError(f"the openvino engine needs its export environment once per model (optimum-intel): "
@@ -178,6 +186,26 @@ def ensure_exported(folder: str | Path, weights: str = DEFAULT_WEIGHTS, cache_di
             raise LLMError(f"exporting {folder} to OpenVINO failed (exit {done.returncode}): {tail}")
         (tmp / MARKER).write_text(json.dumps({"source": str(folder), "weights": weights,
                                               "seconds": round(time.perf_counter() - start, 1)}, indent=1))
+    return target
+
+
+def _rewrite_from_gguf(folder: str | Path, target: Path, cache_dir: str | Path | None, gguf: str | Path | None) -> Path:
+    """The fp16 export with its linear layers on ``gguf``'s own 4-bit blocks, into ``target`` (made once)."""
+    from tandem.llm.ov_gguf import rewrite_export
+
+    source = json.loads((Path(folder) / MARKER).read_text()).get("source") if gguf is None else gguf
+    if not source or not Path(source).is_file():
+        raise ConfigError(f"weights={FROM_GGUF} needs the GGUF {folder} was converted from; {source} is missing")
+    base = ensure_exported(folder, DEFAULT_WEIGHTS, cache_dir)
+    with atomic_path(target, folder=True, place=_rename_unless_converted) as tmp:
+        start = time.perf_counter()
+        for item in base.iterdir():
+            if item.is_file() and item.name not in (MARKER, "openvino_model.xml", "openvino_model.bin"):
+                shutil.copy2(item, tmp / item.name)
+        replaced = rewrite_export(Path(source), base / "openvino_model.xml", tmp / "openvino_model.xml")
+        (tmp / MARKER).write_text(json.dumps({"source": str(source), "weights": FROM_GGUF, "from": str(base),
+                                              "replaced": replaced, "seconds": round(time.perf_counter() - start, 1)},
+                                             indent=1))
     return target
 
 
@@ -228,6 +256,6 @@ def load_local(
         raise ConfigError(f"engine=openvino: {missing} (bash scripts/setup.sh installs it), or use engine=torch")
     from tandem.llm.ov_engine import OVLLM
 
-    exported = ensure_exported(folder, weights, cache_dir)
+    exported = ensure_exported(folder, weights, cache_dir, gguf=resolve_model(model))
     return OVLLM(exported, folder, spec=spec, name=short, num_threads=num_threads, json_mode=json_mode, dtype=dtype,
                  **engine_opts)

@@ -76,6 +76,8 @@ class OVLLM:
         dtype: inference precision (``float32``/``bfloat16``/``float16``); default: OpenVINO's
             choice for the CPU (bf16 where it has AVX-512 BF16 or AMX).
         kv_cache: precision of the KV cache (``u8``/``float16``/``bfloat16``/``float32``).
+        dynamic_quantization: group size of the CPU plugin's dynamic int8 quantization of activations
+            in matmuls with compressed (int8/int4) weights; 0 turns it off; default: the plugin's (on).
 
     Attributes:
         tokenizer: the transformers tokenizer; ``eos_token_ids``: ids that end generation;
@@ -95,6 +97,7 @@ class OVLLM:
         kv_cache_gb: int = DEFAULT_KV_CACHE_GB,
         dtype: str | None = None,
         kv_cache: str = DEFAULT_KV_CACHE,
+        dynamic_quantization: int | None = None,
     ) -> None:
         if json_mode not in JSON_MODES:
             raise ConfigError(f"unknown json_mode {json_mode!r} for an in-process model; modes: {sorted(JSON_MODES)}")
@@ -131,6 +134,10 @@ class OVLLM:
                                  "KV_CACHE_PRECISION": KV_PRECISIONS[kv_cache]}
         if dtype is not None:
             props["INFERENCE_PRECISION_HINT"] = PRECISIONS[dtype]
+        if dynamic_quantization is not None:
+            if int(dynamic_quantization) < 0:
+                raise ConfigError(f"dynamic_quantization is a group size >= 0 (0: off), got {dynamic_quantization}")
+            props["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = int(dynamic_quantization)
         try:
             self._pipe = ovg.ContinuousBatchingPipeline(self.path, scheduler, "CPU", props)
         except RuntimeError as exc:
