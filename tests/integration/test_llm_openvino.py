@@ -128,7 +128,7 @@ def test_q4_1_weights_are_the_gguf_blocks_and_answer_like_torch(llm: OVLLM) -> N
     marker = json.loads(Path(q41.path, local.MARKER).read_text())
     assert marker["replaced"] == {"q4_1": 30 * 7, "q8_0": 1}
     model = ov.Core().read_model(str(Path(q41.path, "openvino_model.xml")))
-    types = {str(op.get_element_type()) for op in model.get_ordered_ops() if op.get_type_name() == "Constant"}
+    types = {op.get_element_type().get_type_name() for op in model.get_ordered_ops() if op.get_type_name() == "Constant"}
     assert "u4" in types and "i8" in types
     fp16 = ov.Core().read_model(str(Path(marker["from"], "openvino_model.xml")))
     ref = next(op for op in fp16.get_ordered_ops()
