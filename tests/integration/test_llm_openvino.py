@@ -94,7 +94,7 @@ def test_bad_options_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="kv_cache 'q4'"):
         load_llm("local", engine="openvino", kv_cache="q4")
     with pytest.raises(ConfigError, match="kv_cache=float32 needs dtype=float32"):
-        load_llm("local", engine="openvino", kv_cache="float32")
+        load_llm("local", engine="openvino", dtype="bfloat16", kv_cache="float32")
     with pytest.raises(ConfigError, match="dynamic_quantization is a group size >= 0"):
         load_llm("local", engine="openvino", dynamic_quantization=-1)
 

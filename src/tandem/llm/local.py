@@ -11,17 +11,18 @@ The conversion writes into a temporary folder next to the target and renames it 
 crash or a concurrent conversion never leaves a half-written model behind.
 
 The OpenVINO engine (``engine="openvino"``, :mod:`tandem.llm.ov_engine`) runs an OpenVINO export of
-that folder (fp16 weights), made once the same way (:func:`ensure_exported`) by ``optimum-cli export openvino`` in
+that folder, made once the same way (:func:`ensure_exported`) by ``optimum-cli export openvino`` in
 the export environment ``scripts/setup.sh`` builds (optimum-intel pins an older transformers than
-tandem's, so it runs in its own interpreter):
+tandem's, so it runs in its own interpreter), by default with the GGUF's own 4-bit blocks put back
+into it (``weights="q4_1"``, :mod:`tandem.llm.ov_gguf`):
 
-    <cache root>/models/<name>-<key>-ov-<weights>/   (key: the converted folder + weights + OpenVINO version)
+    <cache root>/models/<name>-<key>-ov-<weights>-<hash>/   (hash: the converted folder + weights + OpenVINO version)
 
-``engine="torch"`` (the default) is the transformers path (:class:`HFLLM`); ``engine="auto"`` takes
-OpenVINO when it and its exporter are installed, else torch with a warning. OpenVINO is not the default
-yet: it prefills about 10x faster and answers NativeRAG about 2-6x sooner, and DualRAG's schemas now
-decode at about free-text speed (long grammar repeats split), but with bf16 compute its greedy answers
-match the fp32 path on 37-41 of 50 NativeRAG questions, short of 90 % (docs/llm.md).
+``engine="auto"`` (the default) takes OpenVINO when it and its exporter are installed, else the
+transformers path (:class:`HFLLM`, ``engine="torch"``) with a warning. With its defaults
+(:data:`OPENVINO_DEFAULTS`: q4_1 weights, f32 compute and KV cache) the OpenVINO engine's greedy answers
+are the torch path's on 49 of 50 held-out NativeRAG questions, and it prefills, decodes and batches
+concurrent requests faster (docs/llm.md).
 """
 
 from __future__ import annotations
@@ -41,15 +42,22 @@ from typing import Any
 from tandem.errors import ConfigError, LLMError, ModelNotFoundError
 from tandem.io import atomic_path
 from tandem.llm.hf import HFLLM
+from tandem.llm.ov_engine import DEFAULT_KV_CACHE
 from tandem.models import cache_root, canonical_name, offline_env, resolve_model
 
 MARKER = "tandem-conversion.json"
 ENGINES = ("auto", "openvino", "torch")
+DEFAULT_ENGINE = "auto"
 # fp16 weights (computed in bf16 where the CPU has it) keep the float32 answers; int8 changed the demo's.
 # q4_1: the GGUF's own 4-bit blocks put into the fp16 export (tandem.llm.ov_gguf), the weights the fp32 path
 # computes with, compressed
 WEIGHTS = ("fp16", "int8", "int4", "q4_1")
 FROM_GGUF = "q4_1"
+#: the openvino engine's settings unless given: the GGUF's own weights, f32 compute and KV cache, no dynamic
+#: quantization of activations - greedy answers identical to the torch (fp32) path on 49 of 50 held-out
+#: NativeRAG questions (docs/llm.md); ``dtype=bfloat16`` (KV cache then ``u8``) trades that for speed
+OPENVINO_DEFAULTS: dict[str, Any] = {"weights": FROM_GGUF, "dtype": "float32", "kv_cache": "float32",
+                                     "dynamic_quantization": 0}
 DEFAULT_WEIGHTS = "fp16"
 #: optimum-cli arguments beyond ``--weight-format``: int4 as the GGUF's Q4_1 blocks are made
 #: (asymmetric, groups of 32, every layer), the nearest NNCF recipe to the weights the fp32 path computes with
@@ -222,8 +230,8 @@ def load_local(
     *,
     cache_dir: str | Path | None = None,
     spec: str | None = None,
-    engine: str = "torch",
-    weights: str = DEFAULT_WEIGHTS,
+    engine: str = DEFAULT_ENGINE,
+    weights: str = OPENVINO_DEFAULTS["weights"],
     dtype: str | None = None,
     num_threads: int | None = None,
     json_mode: str = "schema",
@@ -232,8 +240,10 @@ def load_local(
     """The ``local`` backend: convert ``model`` once (see module doc), then run it on ``engine``.
 
     ``engine="openvino"``: :class:`tandem.llm.ov_engine.OVLLM` on the OpenVINO export with
-    ``weights`` (``engine_opts``: ``max_batch``, ``kv_cache_gb``); ``"torch"``: :class:`HFLLM`
-    (``dtype`` float32 unless given); ``"auto"``: openvino where installed, else torch.
+    ``weights`` (``engine_opts``: ``max_batch``, ``kv_cache_gb``, ``kv_cache``, ``dynamic_quantization``),
+    by default :data:`OPENVINO_DEFAULTS` (the fp32 path's answers); ``"torch"``: :class:`HFLLM`
+    (``dtype`` float32 unless given); ``"auto"`` (the default): openvino where installed, else torch
+    with a warning.
     """
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine {engine!r} for the local backend; engines: {list(ENGINES)}")
@@ -256,6 +266,9 @@ def load_local(
         raise ConfigError(f"engine=openvino: {missing} (bash scripts/setup.sh installs it), or use engine=torch")
     from tandem.llm.ov_engine import OVLLM
 
+    dtype = dtype or OPENVINO_DEFAULTS["dtype"]
+    engine_opts.setdefault("kv_cache", OPENVINO_DEFAULTS["kv_cache"] if dtype == "float32" else DEFAULT_KV_CACHE)
+    engine_opts.setdefault("dynamic_quantization", OPENVINO_DEFAULTS["dynamic_quantization"])
     exported = ensure_exported(folder, weights, cache_dir, gguf=resolve_model(model))
     return OVLLM(exported, folder, spec=spec, name=short, num_threads=num_threads, json_mode=json_mode, dtype=dtype,
                  **engine_opts)

@@ -9,7 +9,8 @@ in a ``ContinuousBatchingPipeline`` driven by one engine thread:
 - prefix caching keeps the KV blocks of prompts already seen: a role's instructions and
   demonstrations, and a question's growing prefix across a method's steps, are computed once;
 - OpenVINO's CPU plugin picks its kernels at run time for the CPU it runs on (AVX2, AVX-512,
-  AVX-512 BF16/VNNI, AMX) and computes in bf16 where the CPU has it; weights are fp16 by default.
+  AVX-512 BF16/VNNI, AMX); it computes in the ``dtype`` given (the ``local`` backend asks for f32 with
+  the GGUF's own 4-bit weights, :data:`tandem.llm.local.OPENVINO_DEFAULTS`), else in bf16 where the CPU has it.
 
 Prompts are the same token ids the transformers engine builds (:func:`tandem.llm.hf.chat_token_ids`),
 so prompt and completion token counts mean the same thing on both engines. A request's JSON schema
