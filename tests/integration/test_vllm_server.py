@@ -110,7 +110,8 @@ def test_r2ag_prompt_embeddings_match_in_process_injection(vllm, dev):
     model = R2Former(R2FormerConfig(llm_hidden=local.model.config.hidden_size, embed_std=0.136,
                                     projection="scaled")).eval()
     encoder = load_encoder("minilm")
-    server = PromptEmbedsLLM(OpenAILLM(spec.split(":", 1)[1].split("@")[0], spec.split("@", 1)[1]), local.path)
+    # the embedded model's name: its converted transformers folder (the one the local engine's embeddings come from)
+    server = PromptEmbedsLLM(OpenAILLM(spec.split(":", 1)[1].split("@")[0], spec.split("@", 1)[1]), "smollm2")
     for question in questions:
         here = R2AG(local, model, encoder, R2AGSettings(docs="context", max_tokens=12), store=store).answer(question)
         there = R2AG(server, model, encoder, R2AGSettings(docs="context", max_tokens=12), store=store).answer(question)
