@@ -59,3 +59,38 @@ def test_q8_0_blocks() -> None:
     codes, scale = q8_0_blocks(raw)
     assert codes.dtype == np.int8 and codes[0, 0, 0] == -16 and codes[1, 0, 31] == 15
     assert (scale * codes)[1, 0, 0] == pytest.approx(-32.0)
+
+
+def write_gguf(path, tensors: dict) -> None:
+    """A minimal llama GGUF holding ``tensors`` (name -> (numpy array, GGML type or None for float))."""
+    from gguf import GGUFWriter
+
+    writer = GGUFWriter(str(path), "llama")
+    for name, (array, raw) in tensors.items():
+        writer.add_tensor(name, array, raw_dtype=raw)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_q4_1_linears_are_detected_and_other_quantisations_are_not(tmp_path) -> None:
+    """The openvino engine's default weights: the GGUF's own blocks only where its linear layers are Q4_1."""
+    from gguf import GGMLQuantizationType, GGUFReader
+
+    from tandem.llm.ov_gguf import has_q4_1_linears
+
+    rng = np.random.default_rng(2)
+    blocks = q4_1_bytes(rng.uniform(0.01, 0.1, (4, 2)), rng.uniform(-1, 0, (4, 2)),
+                        rng.integers(0, 16, (4, 2, 32), dtype=np.uint8))
+    q41, f32 = tmp_path / "q41.gguf", tmp_path / "f32.gguf"
+    write_gguf(q41, {"blk.0.attn_q.weight": (blocks, GGMLQuantizationType.Q4_1)})
+    write_gguf(f32, {"blk.0.attn_q.weight": (rng.standard_normal((4, 64)).astype(np.float32), None),
+                     "blk.0.attn_norm.weight": (np.ones(64, dtype=np.float32), None)})
+    assert has_q4_1_linears(q41)
+    assert not has_q4_1_linears(f32)
+    assert not has_q4_1_linears(tmp_path / "missing.gguf")
+    (tmp_path / "text.gguf").write_text("not a gguf")
+    assert not has_q4_1_linears(tmp_path / "text.gguf")
+    codes, _, _ = q4_1_blocks(np.asarray(GGUFReader(str(q41)).tensors[0].data))
+    assert codes.shape == (4, 2, 32)  # the writer's bytes read back as the blocks they encode

@@ -231,7 +231,7 @@ def load_local(
     cache_dir: str | Path | None = None,
     spec: str | None = None,
     engine: str = DEFAULT_ENGINE,
-    weights: str = OPENVINO_DEFAULTS["weights"],
+    weights: str | None = None,
     dtype: str | None = None,
     num_threads: int | None = None,
     json_mode: str = "schema",
@@ -241,7 +241,8 @@ def load_local(
 
     ``engine="openvino"``: :class:`tandem.llm.ov_engine.OVLLM` on the OpenVINO export with
     ``weights`` (``engine_opts``: ``max_batch``, ``kv_cache_gb``, ``kv_cache``, ``dynamic_quantization``),
-    by default :data:`OPENVINO_DEFAULTS` (the fp32 path's answers); ``"torch"``: :class:`HFLLM`
+    by default :data:`OPENVINO_DEFAULTS` (the fp32 path's answers; ``weights="fp16"`` for a GGUF whose
+    linear layers are not Q4_1); ``"torch"``: :class:`HFLLM`
     (``dtype`` float32 unless given); ``"auto"`` (the default): openvino where installed, else torch
     with a warning.
     """
@@ -250,6 +251,10 @@ def load_local(
     folder = ensure_converted(model, cache_dir)
     short = short_name(model)
     spec = spec or ("local" if short == "smollm2" else f"local:{model}")
+    if weights is None:  # the GGUF's own blocks where they are Q4_1 (SmolLM2's), else the fp16 export
+        from tandem.llm.ov_gguf import has_q4_1_linears
+
+        weights = OPENVINO_DEFAULTS["weights"] if has_q4_1_linears(resolve_model(model)) else DEFAULT_WEIGHTS
     if engine == "auto":
         missing = openvino_missing() or (None if exporter_python() or (exported_dir(folder, weights, cache_dir) / MARKER).is_file()
                                          else "its export environment is missing (bash scripts/setup.sh)")

@@ -99,6 +99,19 @@ def q4_1_weight(raw: np.ndarray, heads: int | None = None) -> tuple[np.ndarray, 
     return codes, scale, zero
 
 
+def has_q4_1_linears(gguf: str | Path) -> bool:
+    """True when the GGUF file's linear layers are stored as Q4_1 (what :func:`rewrite_export` maps);
+    False for other quantisations and for files that are not GGUF."""
+    from gguf import GGUFReader
+
+    try:
+        reader = GGUFReader(str(gguf))
+    except (OSError, ValueError):
+        return False
+    names = (re.fullmatch(r"blk\.\d+\.(\w+)\.weight", t.name) for t in reader.tensors if t.tensor_type.name == "Q4_1")
+    return any(hit is not None and hit.group(1) in LINEARS for hit in names)
+
+
 def rewrite_export(gguf: Path, fp16_xml: Path, out_xml: Path) -> dict[str, int]:
     """Write ``out_xml`` (+ .bin): the fp16 export ``fp16_xml`` with its linear layers and output head on
     the GGUF's own quantised blocks. Returns how many weights of each kind were replaced."""
