@@ -141,3 +141,22 @@ def test_q4_1_weights_are_the_gguf_blocks_and_answer_like_torch(llm: OVLLM) -> N
     assert np.abs(weight - ref.get_data().astype(np.float32)).max() <= 2 ** -10  # f16 rounding of |w| < 2
     assert q41.complete(FRANCE).text == load_llm("local", engine="torch").complete(FRANCE).text
     q41.close()
+
+
+def test_a_run_records_the_engine_that_answered(tmp_path: Path) -> None:
+    """A run's config.json notes say which engine, weights and precision answered, even when its options
+    left them to the defaults (which have moved before)."""
+    from tests.conftest import shared
+    from typer.testing import CliRunner
+
+    from tandem.cli import app
+
+    out = tmp_path / "run"
+    res = CliRunner().invoke(app, ["eval", "qa", "--method", "direct", "--dataset", str(shared("fixtures/hotpot_example.jsonl")),
+                                   "--llm", "local", "--limit", "1", "--no-cache", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    config = json.loads((out / "config.json").read_text())
+    assert config["llm"]["options"] == {}  # nothing given on the command line ...
+    note = config["notes"]["llm_engine"]  # ... yet the run says what answered
+    assert note.startswith("openvino ") and "-ov-q4_1-" in note and "dtype=float32" in note and "kv_cache=float32" in note
+    assert "dynamic_quantization=0" in note

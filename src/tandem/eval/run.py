@@ -72,11 +72,18 @@ def evaluate(config: RunConfig | Mapping[str, Any] | str | Path, out: str | Path
                                                                                   else {}))
         record = cfg.to_dict() | {"format": ds.format, "llm": {**cfg.llm.to_dict(), "spec": redact(cfg.llm.spec)},
                                   "judge": redact(judge) if judge else None,
-                                  "notes": {**cfg.notes, **getattr(method, "build_notes", {})}}
+                                  "notes": {**cfg.notes, **getattr(method, "build_notes", {}), **_engine_note(main_llm)}}
         return run_qa(method, questions, out, record, concurrency=cfg.concurrency, judge_llm=judge_llm,
                       reanswer_llm=main_llm if cfg.reanswer else None, reanswer_prompt=cfg.reanswer_prompt,
                       calibrate=cfg.judge_calibration, self_judged=judge_llm is main_llm, retry_errors=retry_errors,
                       max_consecutive_failures=max_failures, on_record=on_record)
+
+
+def _engine_note(llm: Any) -> dict[str, str]:
+    """``{"llm_engine": ...}``: what an in-process LLM computes with (engine, weights, precision, threads), so a
+    run says which engine answered even where its options left that to the defaults; empty for servers."""
+    note = getattr(llm, "engine_note", None)
+    return {"llm_engine": note} if isinstance(note, str) else {}
 
 
 __all__ = ["as_run_config", "build_run", "evaluate"]

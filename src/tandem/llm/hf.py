@@ -132,6 +132,8 @@ class HFLLM:
             raise ConfigError(f"unknown dtype {dtype!r}; dtypes: {sorted(_DTYPES)}")
         offline_env()
         self.threads = configure_threads(num_threads)
+        #: what computes the replies, recorded in a run's config.json notes
+        self.engine_note = f"transformers, {dtype}, {self.threads} threads"
         resolved = resolve_model(path)
         try:
             self.tokenizer: Any = AutoTokenizer.from_pretrained(resolved, trust_remote_code=trust_remote_code)

@@ -124,6 +124,10 @@ class OVLLM:
             self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_token_ids[0]
         )
         self.threads = requested_threads(num_threads) or idle_cpus()
+        #: what computes the replies, recorded in a run's config.json notes
+        self.engine_note = (f"openvino {Path(model_dir).name}, dtype={dtype or 'the plugin default'}, kv_cache={kv_cache}, "
+                            f"dynamic_quantization={'the plugin default' if dynamic_quantization is None else dynamic_quantization}, "
+                            f"{self.threads} threads")
         self.context_window: int | None = _max_positions(self.torch_path)
         scheduler = ovg.SchedulerConfig()
         scheduler.enable_prefix_caching = True
