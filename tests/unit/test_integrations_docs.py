@@ -52,7 +52,7 @@ def test_the_page_has_an_example_for_each_integration():
 
 
 @pytest.mark.parametrize("number", range(len(BLOCKS)))
-def test_example_runs_as_written(workdir, number, monkeypatch, capsys):
+def test_example_runs_as_written(workdir, number, monkeypatch, capfd):
     monkeypatch.chdir(workdir)
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")  # `tandem`
     engine = Engine({"demo": workdir / "indexes" / "demo"}, FakeLLM(default="Warsaw"), method="naive_rag")
@@ -60,7 +60,7 @@ def test_example_runs_as_written(workdir, number, monkeypatch, capsys):
         code = BLOCKS[number].replace('"local"', f'"{FAKE}"').replace("http://127.0.0.1:8000", url)
         exec(compile(code, f"docs/integrations.md block {number + 1}", "exec"), {"__name__": "__main__"})
     engine.close()
-    printed = capsys.readouterr().out
+    printed = capfd.readouterr().out
     assert "Warsaw" in printed and "Marie Curie" in printed, printed
     if number == 0:
         assert "['ask', 'list_indexes', 'list_methods', 'search']" in printed
