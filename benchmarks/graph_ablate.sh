@@ -4,6 +4,9 @@
 # and bridge_hits were reverted after this measurement: run the feature variants at commit 9036a13
 # (`git checkout 9036a13 -- src benchmarks`); the v1-feature variants run at any later commit too.
 # Needs runs/graph-cv.json from `python benchmarks/graph_retrieval.py cv --ranker` (each fold's settings).
+# Runs 1-4 measured the v1 ranker (18 features, fused top 30 only, one model) with the 20-question fixtures
+# set (before the MuSiQue examples joined it): to reproduce them at a later commit, give each variant
+# "entity_hits":0,"bag":1 and drop fixtures/musique_example.jsonl from SETS. Run 5 is the v2 choice.
 set -euo pipefail
 PY=${PY:-python}
 W=${WORK:-indexes/bench-graph}
@@ -50,3 +53,11 @@ $PY benchmarks/graph_retrieval.py ablate --work "$W" --fold-settings runs/graph-
 $PY benchmarks/graph_retrieval.py ablate --work "$W" --fold-settings runs/graph-cv.json \
   --first-stage '{"kind": "dense"}' --variant v1 '{}' --variant v1-depth50 '{"rerank_depth":50}' \
   > runs/graph-ablate-dense.json
+# 5. ranker v2: the passages sharing an entity with the fused top 3 as candidates (entity_hits), the v2
+#    edge features, a bag of 5 models; every combination, and the choice among them by nested CV
+V2="\"features\":[$V1,\"entity_with_fused_top\",\"entities_with_fused_top\",\"mention_with_fused_top\",\"two_mentions_from_fused_top\",\"in_fused_top\"]"
+$PY benchmarks/graph_retrieval.py ablate --work "$W" --fold-settings runs/graph-cv.json --nested \
+  --variant v1 "{$F,\"entity_hits\":0,\"bag\":1}" --variant v1-bag5 "{$F,\"entity_hits\":0}" \
+  --variant v2-features "{$V2,\"entity_hits\":0,\"bag\":1}" --variant v2-features-bag5 "{$V2,\"entity_hits\":0}" \
+  --variant v1+entity-candidates "{$F,\"bag\":1}" --variant v1+entity-candidates-bag5 "{$F}" \
+  --variant v2-one-model "{$V2,\"bag\":1}" --variant v2 "{$V2}" > runs/graph-ablate-v2.json

@@ -18,7 +18,8 @@ Modes, each printing JSON:
 ``--work`` holds one hybrid + graph index per set, built once and reused (``--rebuild`` to time the
 builds again). Sets: ``hotpotqa`` (dev500 pool; figures also for 0-249 (the bridge questions) and
 250-499 (the comparison questions)), ``musique`` (MuSiQue-100 with its corpus) and ``fixtures`` (the
-2WikiMultihopQA and HotpotQA examples of ../shared/data/fixtures in their original formats, one pool, 20 questions).
+2WikiMultihopQA, HotpotQA and MuSiQue examples of ../shared/data/fixtures in their original formats, one pool,
+30 questions).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SETS = {
     "hotpotqa": [SHARED / "hotpotqa/dev500.jsonl"],
     "musique": [SHARED / "musique/hipporag_100.json"],
-    "fixtures": [SHARED / "fixtures/wiki_example.jsonl", SHARED / "fixtures/hotpot_example.jsonl"],
+    "fixtures": [SHARED / "fixtures/wiki_example.jsonl", SHARED / "fixtures/hotpot_example.jsonl",
+                 SHARED / "fixtures/musique_example.jsonl"],
 }
 # larger pools for the dev500 questions: dev500's passages plus every other local set's (about 9.6 k)
 POOLS = {"pool-mixed": [*SETS["hotpotqa"], SHARED / "musique/hipporag_100.json", SHARED / "nq/nq-open-oracle.jsonl.gz",
@@ -226,7 +228,7 @@ def cv_ranker(data: dict[str, tuple[list[Question], Any]], firsts: dict[str, Any
     from fold f's chosen settings, every set weighing the same; then one model on all folds over ``final``."""
     from tandem.retrieve.ranker import LearnedRanker, save_ranker, train_ranker, training_groups
 
-    depth = int(DEFAULT_GRAPH_RETRIEVAL["rerank_depth"])
+    depth, hits = int(DEFAULT_GRAPH_RETRIEVAL["rerank_depth"]), int(DEFAULT_GRAPH_RETRIEVAL["entity_hits"])
     groups: dict[str, dict[str, list]] = {}  # settings (as JSON) -> set -> per-question groups
     retrievers: dict[str, dict[str, GraphRetriever]] = {}
     for settings in [*chosen, final]:
@@ -249,7 +251,7 @@ def cv_ranker(data: dict[str, tuple[list[Question], Any]], firsts: dict[str, Any
         train_s.append(round(time.perf_counter() - start, 2))
         for name, (questions, _) in data.items():
             retriever = retrievers[key][name]
-            retriever.ranker = LearnedRanker(booster, depth)
+            retriever.ranker = LearnedRanker(booster, depth, hits)
             records, _ = evaluate_retrieval(questions, retriever, (2, 5, 10))
             retriever.ranker = None
             for i, r in enumerate(records):
@@ -265,63 +267,80 @@ def cv_ranker(data: dict[str, tuple[list[Question], Any]], firsts: dict[str, Any
 
 def ablate(work: Path, rebuild: bool, variants: dict[str, dict[str, Any]], fold_settings: list[dict[str, Any]],
            sets: Sequence[str] = CV_SETS, settings: dict[str, Any] | None = None,
-           first_stage: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Ranker variants on held-out folds, cheaply: each set's candidates (the fused top ``depth`` under each
-    fold's settings, every feature of :data:`tandem.retrieve.ranker.FEATURES`) are computed once; each
-    variant (``features``: the columns it may use, ``rerank_depth``, LightGBM ``params``, ``rounds``) trains
-    fold f's model on the other folds, as :func:`cv_ranker` does, and re-orders fold f's candidates."""
+           first_stage: dict[str, Any] | None = None, nested: bool = False) -> dict[str, Any]:
+    """Ranker variants on held-out folds, cheaply: each set's candidates (under each fold's settings, every
+    feature of :data:`tandem.retrieve.ranker.FEATURES`) are computed once per (``rerank_depth``,
+    ``entity_hits``) the variants ask for; each variant (``features``: the columns it may use,
+    ``rerank_depth``, ``entity_hits``, LightGBM ``params``, ``rounds``, ``bag``, ``set_weights``) trains fold
+    f's model on the other folds, as :func:`cv_ranker` does, and re-orders fold f's candidates. With
+    ``nested``, each outer fold also picks one variant by the objective of an inner cross-validation over
+    the other four folds and is scored with it: a held-out figure for the choice among the variants."""
     from tandem.eval.retrieval_metrics import retrieval_scores
-    from tandem.retrieve.ranker import FEATURES, PARAMS, ROUNDS, _lightgbm, candidate_groups
+    from tandem.retrieve.ranker import BAG, FEATURES, ROUNDS, candidate_groups, train_ranker
 
     data = {name: (load_set(name)[0], ensure_index(name, work, rebuild)[0]) for name in sets}
     first = dict(first_stage or {})
     kind = first.pop("kind", None)
     firsts = {name: Cached(open_retriever(idx, kind or idx.kind, **first)) for name, (_, idx) in data.items()}
-    depth = max(int(v.get("rerank_depth", DEFAULT_GRAPH_RETRIEVAL["rerank_depth"])) for v in variants.values())
-    cache: dict[str, dict[str, list]] = {}  # settings -> set -> per question (rows' doc ids, features, labels)
-    for fold_set in fold_settings:
-        key = json.dumps(fold_set, sort_keys=True)
-        if key in cache:
-            continue
-        cache[key] = {}
-        for name, (questions, idx) in data.items():
-            g = GraphRetriever(idx, firsts[name], dense=DenseRetriever(idx),
-                               **{**fold_set, **(settings or {}), "ranker": "none"})
-            cache[key][name] = [([g.doc_ids[r] for r in rows.tolist()], features, labels, q.gold_doc_ids)
-                                for (rows, features, labels), q in zip(candidate_groups(g, questions, depth),
-                                                                       questions, strict=True)]
-    lgb = _lightgbm()
-    out: dict[str, Any] = {"fold_settings": fold_settings, "candidate_depth": depth}
+
+    def shape(variant: dict[str, Any]) -> tuple[int, int]:
+        return (int(variant.get("rerank_depth", DEFAULT_GRAPH_RETRIEVAL["rerank_depth"])),
+                int(variant.get("entity_hits", DEFAULT_GRAPH_RETRIEVAL["entity_hits"])))
+
     for label, variant in variants.items():
         unknown = sorted(set(variant.get("features", FEATURES)) - set(FEATURES))
         if unknown:
             raise SystemExit(f"variant {label!r}: features {unknown} are not in this tandem's ranker; it has {list(FEATURES)}")
+    cache: dict[tuple[str, tuple[int, int]], dict[str, list]] = {}  # (settings, shape) -> set -> per question
+    for fold_set in fold_settings:
+        for depth, hits in {shape(v) for v in variants.values()}:
+            key = (json.dumps(fold_set, sort_keys=True), (depth, hits))
+            if key in cache:
+                continue
+            cache[key] = {}
+            for name, (questions, idx) in data.items():
+                g = GraphRetriever(idx, firsts[name], dense=DenseRetriever(idx),
+                                   **{**fold_set, **(settings or {}), "ranker": "none"})
+                cache[key][name] = [([g.doc_ids[r] for r in rows.tolist()], features, labels, q.gold_doc_ids)
+                                    for (rows, features, labels), q in zip(candidate_groups(g, questions, depth, hits),
+                                                                           questions, strict=True)]
+
+    def held_out(variant: dict[str, Any], train_folds: set[int], test_folds: set[int]) -> dict[str, list]:
         cols = [FEATURES.index(f) for f in variant.get("features", FEATURES)]
-        cut = int(variant.get("rerank_depth", DEFAULT_GRAPH_RETRIEVAL["rerank_depth"]))
-        params = {**PARAMS, **variant.get("params", {})}
+        weigh = variant.get("set_weights", {})  # a set's share of the training weight (default: equal)
         held: dict[str, list] = {name: [None] * len(data[name][0]) for name in data}
-        for fold, fold_set in enumerate(fold_settings):
-            per_set = cache[json.dumps(fold_set, sort_keys=True)]
-            weigh = variant.get("set_weights", {})  # a set's share of the training weight (default: equal)
-            train = [(x[:cut][:, cols], y[:cut], float(weigh.get(name, 1.0)) / len(groups))
-                     for name, groups in per_set.items()
-                     for i, (_, x, y, _) in enumerate(groups) if i % FOLDS != fold and y[:cut].any()]
-            total = len(train)
-            dataset = lgb.Dataset(np.vstack([x for x, _, _ in train]), np.concatenate([y for _, y, _ in train]),
-                                  weight=np.concatenate([np.full(len(y), total * w) for _, y, w in train]),
-                                  group=[len(y) for _, y, _ in train])
-            booster = lgb.train(params, dataset, num_boost_round=int(variant.get("rounds", ROUNDS)))
+        for fold in test_folds:
+            per_set = cache[(json.dumps(fold_settings[fold], sort_keys=True), shape(variant))]
+            train = [((x[:, cols], y), float(weigh.get(name, 1.0)) / len(groups)) for name, groups in per_set.items()
+                     for i, (_, x, y, _) in enumerate(groups) if i % FOLDS in train_folds - {fold} and y.any()]
+            model = train_ranker([g for g, _ in train], [len(train) * w for _, w in train],
+                                 rounds=int(variant.get("rounds", ROUNDS)), bag=int(variant.get("bag", BAG)),
+                                 params=variant.get("params", {}))
             for name, groups in per_set.items():
                 for i, (ids, x, _, gold) in enumerate(groups):
-                    if i % FOLDS != fold:
-                        continue
-                    top = ids[:cut]
-                    if top:
-                        scores = booster.predict(x[:cut][:, cols], num_threads=1)
-                        top = [top[j] for j in np.lexsort((np.arange(len(top)), -scores))]
-                    held[name][i] = retrieval_scores(gold, top + ids[cut:], (2, 5, 10))
-        out[label] = {"held_out": fold_means(held, set(range(FOLDS))),
-                      "folds": [fold_means(held, {f}) for f in range(FOLDS)]}
+                    if i % FOLDS == fold:
+                        top = [ids[j] for j in np.lexsort((np.arange(len(ids)), -model.predict(x[:, cols])))] if ids else []
+                        held[name][i] = retrieval_scores(gold, top, (2, 5, 10))
+        return held
+
+    everything = set(range(FOLDS))
+    out: dict[str, Any] = {"fold_settings": fold_settings}
+    for label, variant in variants.items():
+        held = held_out(variant, everything, everything)
+        out[label] = {"held_out": fold_means(held, everything), "folds": [fold_means(held, {f}) for f in range(FOLDS)]}
+    if nested:
+        final: dict[str, list] = {name: [None] * len(data[name][0]) for name in data}
+        choices = []
+        for fold in range(FOLDS):
+            inner = everything - {fold}
+            objectives = {label: objective(fold_means(held_out(v, inner, inner), inner)) for label, v in variants.items()}
+            best = max(objectives, key=lambda label: objectives[label])
+            choices.append({"fold": fold, "chosen": best, "inner_objective": {k: round(v, 2) for k, v in objectives.items()}})
+            for name, rows in held_out(variants[best], everything, {fold}).items():
+                for i, row in enumerate(rows):
+                    if i % FOLDS == fold:
+                        final[name][i] = row
+        out["nested"] = {"held_out": fold_means(final, everything), "choices": choices}
     return out
 
 
@@ -436,9 +455,11 @@ def main() -> None:
     parser.add_argument("--set", dest="settings", action="append", default=[], help="graph retriever KEY=VALUE")
     parser.add_argument("--variant", nargs=2, action="append", default=[], metavar=("LABEL", "JSON"),
                         help="report: also a graph retriever with these settings (a JSON object); ablate: a ranker "
-                             "variant ({features: [...], rerank_depth, params: {...}, rounds, "
+                             "variant ({features: [...], rerank_depth, entity_hits, params: {...}, rounds, bag, "
                              "set_weights: {set: weight}})")
     parser.add_argument("--ranker", action="store_true", help="cv: also cross-validate the learned ranker")
+    parser.add_argument("--nested", action="store_true", help="ablate: also choose among the variants by an inner "
+                                                               "cross-validation in each outer fold (held-out figure of the choice)")
     parser.add_argument("--save-ranker", type=Path, help="cv: write the ranker trained on all folds here "
                                                            "(src/tandem/retrieve/graph_ranker.txt ships)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="latency: wall time or process CPU time")
@@ -454,7 +475,7 @@ def main() -> None:
         chosen = ([f["chosen"] for f in json.loads(args.fold_settings.read_text())["folds"]] if args.fold_settings
                   else [{}] * FOLDS)
         result = ablate(args.work, args.rebuild, variants or {"defaults": {}}, chosen, settings=settings,
-                        first_stage=json.loads(args.first_stage) if args.first_stage else None)
+                        first_stage=json.loads(args.first_stage) if args.first_stage else None, nested=args.nested)
     elif args.mode == "pools":
         result = pool_sizes(args.work, args.rebuild, args.queries, args.pools)
     elif args.mode == "methods":

@@ -20,7 +20,7 @@ from tandem.retrieve.ranker import (
     train_ranker,
     training_groups,
 )
-from tandem.types import Question
+from tandem.types import Document, Hit, Question
 
 QUERY = "What position did the woman who played Corliss Archer hold?"
 
@@ -56,10 +56,12 @@ def test_a_trained_ranker_learns_the_bridge_and_round_trips(bridge_index, tmp_pa
     questions = [Question(f"q{i}", f"{QUERY} {i}", ("x",), gold_doc_ids=("q1", "bridge")) for i in range(40)]
     groups = training_groups(g, questions, 30)
     assert all(y.sum() == 2 for _, y in groups)
-    booster = train_ranker(groups, rounds=20)
-    save_ranker(booster, tmp_path / "model.txt")
+    model = train_ranker(groups, rounds=20, bag=2)
+    assert len(model.boosters) == 2
+    save_ranker(model, tmp_path / "model.txt")
     assert (tmp_path / "model.txt").read_text().startswith(HEADER)
     g.ranker = LearnedRanker.load(tmp_path / "model.txt", 30)
+    assert len(g.ranker.model.boosters) == 2  # both bagged models read back
     hits = g.search(QUERY, 3)
     assert {h.doc_id for h in hits[:2]} == {"q1", "bridge"} and [h.rank for h in hits] == [1, 2, 3]
     with pytest.raises(ConfigError, match="no training question has a gold passage"):
@@ -67,17 +69,34 @@ def test_a_trained_ranker_learns_the_bridge_and_round_trips(bridge_index, tmp_pa
 
 
 def test_ranker_settings_and_bad_model_files(bridge_index, tmp_path):
-    assert SHIPPED.is_file() and DEFAULT_GRAPH_RETRIEVAL["ranker"] == "learned-v1"
+    assert SHIPPED.is_file() and DEFAULT_GRAPH_RETRIEVAL["ranker"] == "learned-v2"
     shipped = GraphRetriever(bridge_index, FixedFirstStage())  # the defaults load the shipped model
     assert shipped.ranker is not None and len(shipped.search(QUERY, 5)) == 5
     bad = tmp_path / "bad.txt"
     bad.write_text("tree\nversion=v4\n")
-    with pytest.raises(ConfigError, match=r"bad.txt:1: not a tandem graph ranker v1 model"):
+    with pytest.raises(ConfigError, match=r"bad.txt:1: not a tandem graph ranker v2 model"):
         GraphRetriever(bridge_index, FixedFirstStage(), ranker=str(bad))
     with pytest.raises(ConfigError, match="does not exist"):
         GraphRetriever(bridge_index, FixedFirstStage(), ranker=str(tmp_path / "missing.txt"))
-    with pytest.raises(ConfigError, match="graph ranker 'learned-v0' is not shipped here: this tandem ships 'learned-v1'"):
-        GraphRetriever(bridge_index, FixedFirstStage(), ranker="learned-v0")
+    with pytest.raises(ConfigError, match="graph ranker 'learned-v1' is not shipped here: this tandem ships 'learned-v2'"):
+        GraphRetriever(bridge_index, FixedFirstStage(), ranker="learned-v1")
+    damaged = tmp_path / "damaged.txt"
+    damaged.write_text(HEADER + "tree\nversion=v4\nnum_class=1\n")
+    with pytest.raises(ConfigError, match=r"damaged.txt: model 1 of the graph ranker is damaged"):
+        GraphRetriever(bridge_index, FixedFirstStage(), ranker=str(damaged))
+    binary = tmp_path / "binary.txt"
+    binary.write_bytes(b"\xff\xfe\x00model")
+    with pytest.raises(ConfigError, match=r"binary.txt: not a tandem graph ranker model \(not UTF-8"):
+        GraphRetriever(bridge_index, FixedFirstStage(), ranker=str(binary))
+    narrow = tmp_path / "narrow.txt"  # a model over fewer features than this tandem computes (an older ranker's)
+    x = np.random.default_rng(0).random((40, 3)).astype(np.float32)
+    save_ranker(train_ranker([(x[i:i + 4], np.array([1, 0, 0, 0], np.float32)) for i in range(0, 40, 4)],
+                             rounds=2, bag=1), narrow)
+    with pytest.raises(ConfigError, match=rf"narrow.txt: the graph ranker's models read \[3\] features; this tandem "
+                                          rf"computes {len(FEATURES)}"):
+        GraphRetriever(bridge_index, FixedFirstStage(), ranker=str(narrow))
+    with pytest.raises(ConfigError, match="entity_hits must be >= 0"):
+        GraphRetriever(bridge_index, FixedFirstStage(), entity_hits=-1)
     with pytest.raises(ConfigError, match="rerank_depth must be >= 1"):
         GraphRetriever(bridge_index, FixedFirstStage(), rerank_depth=0)
 
@@ -141,3 +160,43 @@ def test_scale_pool_adds_windows_of_non_gold_passages(monkeypatch):
     assert [d.text for d in added] == ["w0 w1 w2 w3", "w2 w3 w4 w5", "w4 w5 w6 w7", "w6 w7 w8 w9"]
     assert all(d.title == "Other" and d.metadata["window_of"] == other.id for d in added)
     assert len({d.id for d in pool}) == len(pool)  # "a b" cut from Short is Short itself: not added twice
+
+
+ENTITY_DOCS = [
+    Document("play", "Brand (play)", "Brand is a verse play written by Henrik Ibsen in Rome."),
+    Document("kin", "Nora Ibsen", "Nora Ibsen was a niece of Henrik Ibsen, the Norwegian playwright."),
+    *[Document(f"d{i}", f"Other play {i}", f"Other play {i} is a verse drama staged in Bergen.") for i in range(4)],
+]
+
+
+class PlayFirst:
+    """A first stage that never returns the passage about the playwright's niece."""
+
+    name = "fixed"
+
+    def search_batch(self, queries, k=10):
+        return [[Hit(d, 1.0 / r, r, self.name) for r, d in enumerate(["play", "d0", "d1", "d2", "d3"][:k], 1)]
+                for _ in queries]
+
+
+def test_candidates_add_the_passages_sharing_an_entity_with_the_top(tmp_path):
+    """The ranker's candidates: the fused top, then the passages sharing an entity (here "Henrik Ibsen")
+    with one of its top entity_hits, though no first-stage list, mention or title link reaches them."""
+    build_index(ENTITY_DOCS, tmp_path / "idx", kind="bm25", extras=[GraphExtra(max_df=1.0)])
+    g = GraphRetriever(open_index(tmp_path / "idx"), PlayFirst(), ranker="none")
+    question = "What country was the author of Brand a citizen of?"
+    signals = g.signals([question], 10)
+    fused = signals.fused[:, 0]
+    assert fused[g.row_of["kin"]] == 0.0  # the fused score alone never ranks it
+    rows, core = g.features.candidates(fused, 30, 3)
+    assert core == 5 and len(rows) == 6 and rows[-1] == g.row_of["kin"]
+    assert list(g.features.candidates(fused, 30, 0)[0]) == list(rows[:5])  # entity_hits=0: the fused top alone
+    x = g.features.matrix(signals, 0, rows, question, core)
+    col = {name: i for i, name in enumerate(FEATURES)}
+    assert x[-1, col["in_fused_top"]] == 0.0 and x[:5, col["in_fused_top"]].tolist() == [1.0] * 5
+    assert x[-1, col["entities_with_fused_top"]] == pytest.approx(1.0)  # shares one entity with the top-1 play
+    assert x[-1, col["entity_with_fused_top"]] > 0.0 and x[0, col["entity_with_fused_top"]] == 0.0
+    ranked = GraphRetriever(open_index(tmp_path / "idx"), PlayFirst())  # the shipped ranker sees it too
+    assert "kin" in [h.doc_id for h in ranked.search(question, 10)]
+    assert "kin" not in [h.doc_id for h in GraphRetriever(open_index(tmp_path / "idx"), PlayFirst(),
+                                                          entity_hits=0).search(question, 10)]

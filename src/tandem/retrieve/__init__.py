@@ -71,9 +71,11 @@ class GraphSettings(Settings):
                                                                       "its vote thinner")
     expand_reverse: float = Field(_G["expand_reverse"], ge=0.0, description="share of the bonus for passages that "
                                                                             "mention a top hit's title")
-    ranker: str = Field(_G["ranker"], description="learned re-ordering of the top rerank_depth: learned-v1 (shipped), "
+    ranker: str = Field(_G["ranker"], description="learned re-ordering of the top rerank_depth: learned-v2 (shipped), "
                                                   "learned, a model file's path, or none")
     rerank_depth: int = Field(_G["rerank_depth"], ge=1, description="passages the learned ranker re-orders")
+    entity_hits: int = Field(_G["entity_hits"], ge=0, description="the ranker also re-orders the passages sharing an "
+                                                                  "entity with the top entity_hits fused (0 = off)")
 
 
 @RETRIEVERS.register("bm25", needs=("bm25",), doc="BM25 over the index's sparse part (bm25s)")

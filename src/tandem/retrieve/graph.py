@@ -28,9 +28,11 @@ passage graph of :mod:`tandem.index.graph` (no LLM-extracted triples):
    titles spreads its vote thinner); with ``expand_reverse`` > 0, every passage that mentions p's title
    also gains ``expand_reverse`` * ``expand_weight`` / r / indeg(p) ** ``hub_damping`` (the film whose
    text names the actor found first);
-7. with ``ranker`` = ``"learned-v1"`` (the shipped LightGBM LambdaRank model and its version,
-   :mod:`tandem.retrieve.ranker`; ``"learned"`` is the shipped one, whatever its version) or a model file's path, the top ``rerank_depth`` passages of the fused score are re-ordered by the
-   model over these signals; ``"none"`` keeps the fused order.
+7. with ``ranker`` = ``"learned-v2"`` (the shipped LightGBM LambdaRank models and their version,
+   :mod:`tandem.retrieve.ranker`; ``"learned"`` is the shipped one, whatever its version) or a model
+   file's path, the top ``rerank_depth`` passages of the fused score, and the passages sharing an entity
+   with one of its top ``entity_hits``, are re-ordered by the model over these signals; ``"none"`` keeps
+   the fused order.
 
 Defaults were chosen by 5-fold cross-validation over folds mixing HotpotQA dev500, MuSiQue-100 and the
 2Wiki/HotpotQA fixtures (``benchmarks/graph_retrieval.py cv``; docs/retrieval.md).
@@ -71,12 +73,13 @@ DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen by 5-fold cross-validation
     "two_hop": False,
     "hop_passages": 3,
     "hop_weight": 1.0,
-    "expand_hits": 2,
+    "expand_hits": 3,
     "expand_weight": 0.35,
     "hub_damping": 0.5,
     "expand_reverse": 0.0,
-    "ranker": SHIPPED_NAME,  # "learned-v1": the shipped model and its version, recorded in each run's config
+    "ranker": SHIPPED_NAME,  # "learned-v2": the shipped model and its version, recorded in each run's config
     "rerank_depth": 30,
+    "entity_hits": 3,  # the ranker's candidates also hold the passages sharing an entity with the top 3 fused
 }
 
 
@@ -185,6 +188,8 @@ class GraphRetriever:
             raise ConfigError(f"{', '.join(expansion)} must be >= 0, got {[s[key] for key in expansion]}")
         if int(s["rerank_depth"]) < 1:
             raise ConfigError(f"rerank_depth must be >= 1, got {s['rerank_depth']}")
+        if int(s["entity_hits"]) < 0:
+            raise ConfigError(f"entity_hits must be >= 0, got {s['entity_hits']}")
         if int(s["seeds"]) < 1 or int(s["iterations"]) < 0 or int(s["depth"]) < int(s["seeds"]):
             raise ConfigError(f"need seeds >= 1, iterations >= 0 and depth >= seeds, got {s}")
         if s["two_hop"] and dense is None:
@@ -201,8 +206,9 @@ class GraphRetriever:
         titles = [d.title for d in index.store.docs]
         rows = index.faiss.exact_rows() if index.has("dense") else None
         self.query_encoder = share_query_vectors(first) or index.encoder if rows is not None else None
-        self.features = BridgeFeatures(graphs["mention"], titles, rows)
-        self.ranker = None if s["ranker"] == "none" else LearnedRanker.open(str(s["ranker"]), int(s["rerank_depth"]))
+        self.features = BridgeFeatures(graphs["mention"], titles, rows, graphs["entity"])
+        self.ranker = (None if s["ranker"] == "none" else
+                       LearnedRanker.open(str(s["ranker"]), int(s["rerank_depth"]), int(s["entity_hits"])))
         if float(s["expand_reverse"]):
             reverse = expansion_matrix(graphs["mention"].T.tocsr(), float(s["hub_damping"]))
             self.expansion = (self.expansion + float(s["expand_reverse"]) * reverse).tocsr()
