@@ -164,5 +164,5 @@ def test_a_graph_run_records_its_retriever_settings_resolved():
 
     cfg = run_config(None, method="naive_rag", retriever="graph", retriever_opt=["seeds=5"])
     assert cfg.retriever.settings == {**DEFAULT_GRAPH_RETRIEVAL, "seeds": 5}
-    assert {"expand_hits", "expand_weight", "hub_damping", "ranker", "rerank_depth"} <= set(cfg.retriever.settings)
+    assert {"expand_hits", "expand_weight", "hub_damping", "ranker", "rerank_depth", "entity_hits"} <= set(cfg.retriever.settings)
     assert run_config(None, method="naive_rag", retriever="hybrid").retriever.settings == {}
