@@ -7,6 +7,7 @@
     python benchmarks/llm_engine.py --same-answers 50 --ov-opt kv_cache=float32   # ... with engine options
     python benchmarks/llm_engine.py --compare RUN_TORCH RUN_OPENVINO  # the same from two existing eval runs
     python benchmarks/llm_engine.py --engines openvino --ov-variant weights=q4_1 --skip-methods  # settings side by side
+    python benchmarks/llm_engine.py --op-profile                      # where one stream's decode time goes, per op type
 
 One run, on the machine it runs on, prints JSON lines and then a Markdown table:
 
@@ -223,6 +224,57 @@ def table(rows: list[dict[str, Any]], hw: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def op_profile(ov_opts: Sequence[str], steps: int = 100, top: int = 8) -> dict[str, Any]:
+    """One decoding stream of the default export run token by token through OpenVINO's own infer request
+    (the stateful model, its SDPA attention; the engine's paged pipeline runs the same matmuls) with the
+    CPU plugin's per-op counters: milliseconds per token by op type and kernel, the largest first."""
+    import collections
+
+    import numpy as np
+    import openvino as ov
+
+    from tandem.llm.local import load_local
+
+    llm = load_local(**dict(o.split("=", 1) for o in ov_opts))
+    xml, note, threads = Path(llm.path) / "openvino_model.xml", llm.engine_note, llm.threads
+    llm.close()
+    precision = "f32" if "dtype=float32" in note else None
+    props: dict[str, Any] = {"INFERENCE_NUM_THREADS": threads, "PERF_COUNT": True}
+    if precision:
+        props["INFERENCE_PRECISION_HINT"] = ov.Type.f32
+    if "dynamic_quantization=0" in note:
+        props["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = 0
+    core = ov.Core()
+    model = core.read_model(xml)
+    names = {i.get_any_name() for i in model.inputs}
+    request = core.compile_model(model, "CPU", props).create_infer_request()
+
+    def feed(ids: list[int], pos: int) -> dict[str, Any]:
+        inputs = {"input_ids": np.array([ids], dtype=np.int64), "attention_mask": np.ones((1, pos + len(ids)), np.int64),
+                  "position_ids": np.arange(pos, pos + len(ids), dtype=np.int64)[None],
+                  "beam_idx": np.zeros(1, dtype=np.int32)}
+        return {k: v for k, v in inputs.items() if k in names}
+
+    request.reset_state()
+    request.infer(feed(list(range(1000, 1042)), 0))  # a 42-token prompt
+    per_op: collections.Counter[str] = collections.Counter()
+    walls = []
+    warm = steps // 5
+    for step in range(steps):
+        start = time.perf_counter()
+        request.infer(feed([1000 + step], 42 + step))
+        walls.append(time.perf_counter() - start)
+        if step >= warm:
+            for p in request.profiling_info:
+                per_op[f"{p.node_type} ({p.exec_type})"] += p.real_time.total_seconds()
+    counted = steps - warm
+    total = sum(per_op.values())
+    return {"engine": note, "wall_ms_per_token": round(1000 * float(np.median(walls)), 2),
+            "ops_ms_per_token": round(1000 * total / counted, 2),
+            "top": [{"op": k, "ms_per_token": round(1000 * v / counted, 2), "share": round(v / total, 3)}
+                    for k, v in per_op.most_common(top)]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
@@ -241,7 +293,12 @@ def main() -> None:
                         help="one more openvino row with these options (weights=q4_1,dtype=float32), repeatable: "
                              "settings compared in one run")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("RUN_TORCH", "RUN_OPENVINO"))
+    parser.add_argument("--op-profile", action="store_true", help="only: per-op time of one decoding stream "
+                                                                   "(the default engine, or --ov-opt options)")
     args = parser.parse_args()
+    if args.op_profile:
+        print(json.dumps({"uptime": uptime(), **op_profile(args.ov_opt)}, indent=1))
+        return
     if args.compare:
         print(json.dumps(compare_runs(*args.compare), indent=1))
         return
