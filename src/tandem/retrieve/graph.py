@@ -35,7 +35,7 @@ passage graph of :mod:`tandem.index.graph` (no LLM-extracted triples):
    the fused order.
 
 Defaults were chosen by 5-fold cross-validation over folds mixing HotpotQA dev500, MuSiQue-100 and the
-2Wiki/HotpotQA fixtures (``benchmarks/graph_retrieval.py cv``; docs/retrieval.md).
+2Wiki/HotpotQA/MuSiQue fixtures (``benchmarks/graph_retrieval.py cv``; docs/retrieval.md).
 """
 
 from __future__ import annotations

@@ -135,7 +135,8 @@ class BridgeFeatures:
         best = candidate_rows(fused_all, PARENTS)
         fused_top = np.zeros(len(fused_all), dtype=np.float32)
         fused_top[best] = 1.0 / np.arange(1, len(best) + 1, dtype=np.float32)
-        mention_top = self.either @ fused_top
+        mention_top = self.either @ fused_top  # the whole pool: the next column takes a step from it
+        sub_entity, sub_either = self.entity[rows], self.either[rows]  # the candidates' rows alone
         in_top = np.arange(len(rows)) < (len(rows) if core is None else core)
         columns = [
             fused, 1.0 / np.arange(1, len(rows) + 1), signals.first[rows, col], first_rank[rows],
@@ -144,8 +145,8 @@ class BridgeFeatures:
             (self.named_by @ named_by_top)[rows],
             (self.named_by @ linked)[rows], (self.names @ linked)[rows],
             self.log_in[rows], self.log_out[rows], title_share, cosine, to_top1,
-            (self.entity @ fused_top)[rows], (self.shares @ fused_top)[rows], mention_top[rows],
-            (self.either @ mention_top)[rows], in_top,
+            sub_entity @ fused_top, self.shares[rows] @ fused_top, mention_top[rows],
+            sub_either @ mention_top, in_top,
         ]
         return np.column_stack(columns).astype(np.float32)
 
