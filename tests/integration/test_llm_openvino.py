@@ -84,6 +84,28 @@ def test_concurrent_requests_decode_together_each_with_its_grammar(llm: OVLLM) -
     # (greedy answers may part from the one-at-a-time ones after a near tie: bf16 sums depend on batch shape)
 
 
+def test_relaxed_strings_give_the_bounded_grammars_replies_with_continuations(llm: OVLLM) -> None:
+    from tandem.methods import dualrag_prompts
+
+    bounded = load_llm("local", engine="openvino", relax_strings=False)
+    assert isinstance(bounded, OVLLM) and "relax_strings=False" in bounded.engine_note
+    assert "relax_strings=True" in llm.engine_note
+    prompts = ["Summarize everything known about the director of the film that won Best Picture in 1995. "
+               "Write a long detailed paragraph.",
+               "Describe the history of the Roman Empire in great detail, with many names and dates."]
+    before = (llm.relaxed_requests, llm.continuations)
+    roles = (dualrag_prompts.SUMMARIZER, dualrag_prompts.ENTITY_IDENTIFIER)
+    for role in roles:
+        for prompt in prompts:
+            req = LLMRequest.from_prompt(prompt, max_tokens=role.budget, json_schema=role.bounded)
+            fast, slow = llm.complete(req), bounded.complete(req)
+            assert (fast.text, fast.completion_tokens, fast.finish_reason) == (slow.text, slow.completion_tokens,
+                                                                                 slow.finish_reason), role.name
+    assert llm.relaxed_requests - before[0] == len(roles) * len(prompts)
+    assert llm.continuations > before[1], "some string reached its bound and the reply went on from there"
+    bounded.close()
+
+
 def test_bad_options_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="engine"):
         load_llm("local", engine="tpu")

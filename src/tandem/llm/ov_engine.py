@@ -8,6 +8,10 @@ in a ``ContinuousBatchingPipeline`` driven by one engine thread:
   decode together (continuous batching), each with its own grammar and stop strings;
 - prefix caching keeps the KV blocks of prompts already seen: a role's instructions and
   demonstrations, and a question's growing prefix across a method's steps, are computed once;
+- a greedy request whose schema has long strings decodes under a grammar without their upper bounds
+  and continues from the token before the step a string passes its bound, under the grammar of the
+  rest of the reply (:mod:`tandem.llm.json_grammar`): the bounded grammar's reply at the speed of
+  an unbounded one (``relax_strings``);
 - OpenVINO's CPU plugin picks its kernels at run time for the CPU it runs on (AVX2, AVX-512,
   AVX-512 BF16/VNNI, AMX); it computes in the ``dtype`` given (the ``local`` backend asks for f32 with
   the GGUF's own 4-bit weights, :data:`tandem.llm.local.OPENVINO_DEFAULTS`), else in bf16 where the CPU has it.
@@ -23,7 +27,9 @@ the converted folder at first use.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import json
 import os
 import queue
 import threading
@@ -43,6 +49,7 @@ from tandem.llm.hf import (
     end_of_turn_ids,
     requested_threads,
 )
+from tandem.llm.json_grammar import Cursor, RelaxedPlan
 from tandem.llm.structured import json_ebnf
 from tandem.llm.types import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
 from tandem.models import offline_env
@@ -60,8 +67,36 @@ DEFAULT_KV_CACHE_GB = 1
 class _Job:
     ids: list[int]
     config: Any
-    future: Future[tuple[Any, Any]] = field(default_factory=Future)
+    req: LLMRequest | None = None
+    cursor: Cursor | None = None  # follows a relaxed reply (json_grammar)
+    kept: list[int] = field(default_factory=list)  # tokens of earlier attempts, before a continuation
+    current: list[int] = field(default_factory=list)  # tokens read from the running attempt
+    future: Future[tuple[list[int], str]] = field(default_factory=Future)
     handle: Any = None
+
+
+@functools.lru_cache(maxsize=256)
+def _relaxed(schema_key: str) -> tuple[RelaxedPlan, str] | None:
+    plan = RelaxedPlan.of(json.loads(schema_key))
+    return (plan, plan.grammar()) if plan is not None else None
+
+
+def token_bytes(tokenizer: Any) -> list[bytes] | None:
+    """The bytes each token id stands for, for a byte-level BPE tokenizer (GPT-2's byte alphabet, as
+    SmolLM2's); special tokens map to no bytes. None for other tokenizers."""
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    decoder = {ch: b for b, ch in bytes_to_unicode().items()}
+    special = set(tokenizer.all_special_ids)
+    table: list[bytes] = []
+    for i, piece in enumerate(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))):
+        if i in special or piece is None:
+            table.append(b"")
+        elif all(ch in decoder for ch in piece):
+            table.append(bytes(decoder[ch] for ch in piece))
+        else:
+            return None
+    return table
 
 
 class OVLLM:
@@ -79,10 +114,13 @@ class OVLLM:
         kv_cache: precision of the KV cache (``u8``/``float16``/``bfloat16``/``float32``).
         dynamic_quantization: group size of the CPU plugin's dynamic int8 quantization of activations
             in matmuls with compressed (int8/int4) weights; 0 turns it off; default: the plugin's (on).
+        relax_strings: decode greedy requests' long strings without their bounds and continue at a
+            bound (:mod:`tandem.llm.json_grammar`; same replies, faster); False: the bounded grammar.
 
     Attributes:
         tokenizer: the transformers tokenizer; ``eos_token_ids``: ids that end generation;
-        threads: engine threads; peak_batch: the most sequences seen in one step.
+        threads: engine threads; peak_batch: the most sequences seen in one step;
+        relaxed_requests / continuations: requests decoded relaxed, and continuations at a bound.
     """
 
     def __init__(
@@ -99,6 +137,7 @@ class OVLLM:
         dtype: str | None = None,
         kv_cache: str = DEFAULT_KV_CACHE,
         dynamic_quantization: int | None = None,
+        relax_strings: bool = True,
     ) -> None:
         if json_mode not in JSON_MODES:
             raise ConfigError(f"unknown json_mode {json_mode!r} for an in-process model; modes: {sorted(JSON_MODES)}")
@@ -124,10 +163,12 @@ class OVLLM:
             self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_token_ids[0]
         )
         self.threads = requested_threads(num_threads) or idle_cpus()
+        # byte-level BPE tokens only (SmolLM2's); other tokenizers decode under the bounded grammar
+        self._token_bytes = token_bytes(self.tokenizer) if relax_strings else None
         #: what computes the replies, recorded in a run's config.json notes
         self.engine_note = (f"openvino {Path(model_dir).name}, dtype={dtype or 'the plugin default'}, kv_cache={kv_cache}, "
                             f"dynamic_quantization={'the plugin default' if dynamic_quantization is None else dynamic_quantization}, "
-                            f"{self.threads} threads")
+                            f"relax_strings={self._token_bytes is not None}, {self.threads} threads")
         self.context_window: int | None = _max_positions(self.torch_path)
         scheduler = ovg.SchedulerConfig()
         scheduler.enable_prefix_caching = True
@@ -148,6 +189,7 @@ class OVLLM:
         except RuntimeError as exc:
             raise LLMError(f"{spec}: OpenVINO could not load {self.path}: {exc}") from exc
         self.peak_batch = 0
+        self.relaxed_requests = self.continuations = 0
         self._tok_lock = threading.Lock()  # fast tokenizers are not safe to call from several threads
         self._torch: HFLLM | None = None
         self._torch_lock = threading.Lock()
@@ -170,13 +212,14 @@ class OVLLM:
         messages = req.messages if constrained else with_json_instruction(req)
         with self._tok_lock:
             ids = chat_token_ids(self.tokenizer, messages)
-        config = self._config(req, constrained)
+        relaxed = (_relaxed(json.dumps(req.json_schema)) if constrained and req.temperature == 0
+                   and self._token_bytes is not None else None)
+        config = self._config(req, constrained, grammar=relaxed[1] if relaxed else None)
         start = time.perf_counter()
-        job = _Job(ids, config)
+        job = _Job(ids, config, req, relaxed[0].cursor() if relaxed else None)
         self._queue.put(job)
-        output, _status = job.future.result()
+        new_ids, _status = job.future.result()
         latency = time.perf_counter() - start
-        new_ids = [int(t) for t in output.generated_ids]
         ended = bool(new_ids) and new_ids[-1] in self.eos_token_ids
         with self._tok_lock:
             raw = str(self.tokenizer.decode(new_ids[:-1] if ended else new_ids, skip_special_tokens=True))
@@ -201,9 +244,9 @@ class OVLLM:
         self._queue.put(None)
         self._engine.join()
 
-    def _config(self, req: LLMRequest, constrained: bool) -> Any:
+    def _config(self, req: LLMRequest, constrained: bool, grammar: str | None = None, max_tokens: int | None = None) -> Any:
         config = self._ovg.GenerationConfig()
-        config.max_new_tokens = req.max_tokens
+        config.max_new_tokens = req.max_tokens if max_tokens is None else max_tokens
         config.stop_token_ids = set(self.eos_token_ids)
         if req.stop:
             config.stop_strings = set(req.stop)
@@ -214,14 +257,57 @@ class OVLLM:
             config.top_p, config.top_k = 1.0, 0
             config.rng_seed = req.seed if req.seed is not None else int.from_bytes(os.urandom(4), "little")
         if constrained:
-            config.structured_output_config = self._ovg.StructuredOutputConfig(grammar=json_ebnf(req.json_schema))
+            config.structured_output_config = self._ovg.StructuredOutputConfig(grammar=grammar or json_ebnf(req.json_schema))
         return config
 
-    def _run(self) -> None:
-        """The engine thread: admit queued requests, step the batch, hand finished ones back."""
+    def _add(self, job: _Job, jobs: dict[int, _Job]) -> None:
         import numpy as np
         import openvino as ov
 
+        rid = next(self._ids)
+        try:
+            job.handle = self._pipe.add_request(rid, ov.Tensor(np.array([job.ids + job.kept], dtype=np.int64)),
+                                                job.config)
+        except RuntimeError as exc:
+            job.future.set_exception(LLMError(f"{self.spec}: request refused: {exc}"))
+            return
+        jobs[rid] = job
+        if job.cursor is not None and not job.kept:
+            self.relaxed_requests += 1
+
+    def _follow(self, job: _Job) -> bool:
+        """Read a relaxed job's new tokens into its cursor; at a token that takes a long string past its
+        bound, cancel the attempt and queue its continuation (True)."""
+        assert job.cursor is not None and job.req is not None and self._token_bytes is not None
+        new = []
+        if job.handle.can_read():
+            for output in job.handle.read().values():
+                new = [int(t) for t in output.generated_ids]
+        for i, token in enumerate(new):
+            before = job.cursor.copy()
+            if job.cursor.feed(self._token_bytes[token] if token < len(self._token_bytes) else b""):
+                continue
+            job.handle.cancel()
+            job.kept += job.current + new[:i]
+            job.current = []
+            rest = before.rest()
+            if job.req.max_tokens <= len(job.kept):  # the budget ends here as it would have bounded
+                job.future.set_result((job.kept, "LENGTH"))
+                return True
+            if rest is None:  # not inside the long string at the token's start: decode bounded from the start
+                job.kept, job.cursor = [], None
+                job.config = self._config(job.req, True)
+            else:
+                job.cursor = before
+                job.config = self._config(job.req, True, grammar=rest, max_tokens=job.req.max_tokens - len(job.kept))
+            self.continuations += 1
+            self._queue.put(job)
+            return True
+        job.current += new
+        return False
+
+    def _run(self) -> None:
+        """The engine thread: admit queued requests, step the batch, hand finished ones back."""
         running = "RUNNING"
         jobs: dict[int, _Job] = {}
         while True:
@@ -233,14 +319,7 @@ class OVLLM:
                             return
                         self._queue.put(None)  # finish what runs, then stop
                         break
-                    rid = next(self._ids)
-                    try:
-                        job.handle = self._pipe.add_request(rid, ov.Tensor(np.array([job.ids], dtype=np.int64)),
-                                                            job.config)
-                    except RuntimeError as exc:
-                        job.future.set_exception(LLMError(f"{self.spec}: request refused: {exc}"))
-                        continue
-                    jobs[rid] = job
+                    self._add(job, jobs)
             except queue.Empty:
                 pass
             if not jobs:
@@ -253,12 +332,21 @@ class OVLLM:
                     job.future.set_exception(LLMError(f"{self.spec}: generation failed: {exc}"))
                 jobs.clear()
                 continue
-            for rid in [r for r, j in jobs.items() if j.handle.get_status().name != running]:
-                job = jobs.pop(rid)
+            for rid in list(jobs):
+                job = jobs[rid]
+                if job.cursor is not None and self._follow(job):
+                    del jobs[rid]
+                    continue
                 status = job.handle.get_status()
+                if status.name == running:
+                    continue
+                del jobs[rid]
+                if job.cursor is not None:
+                    job.future.set_result((job.kept + job.current, status.name))
+                    continue
                 outputs = job.handle.read_all()
                 if outputs:
-                    job.future.set_result((outputs[0], status))
+                    job.future.set_result((job.kept + [int(t) for t in outputs[0].generated_ids], status.name))
                 else:
                     job.future.set_exception(LLMError(f"{self.spec}: generation ended ({status.name}) without output"))
 

@@ -1,0 +1,130 @@
+"""Relaxed schema decoding (:mod:`tandem.llm.json_grammar`): the writer's grammars admit exactly the
+language of :func:`tandem.llm.structured.json_ebnf`, the relaxed one a superset, and the rest of a reply
+from any point inside a relaxed string is exactly what the bounded grammar admits after that point."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+
+from tandem.llm.json_grammar import LONG_STRING, Cursor, RelaxedPlan, is_long
+from tandem.llm.structured import json_ebnf
+from tandem.methods import cooprag_prompts, dualrag_prompts, genground, metarag
+
+xgrammar = pytest.importorskip("xgrammar")
+from xgrammar.testing import _is_grammar_accept_string as accepts  # noqa: E402
+
+ROLES = [dualrag_prompts.REASONER, dualrag_prompts.ENTITY_IDENTIFIER, dualrag_prompts.SUMMARIZER,
+         cooprag_prompts.UNROLL, cooprag_prompts.COMPLETE, cooprag_prompts.ONE_CALL, genground.PLAN, genground.ASK, genground.GROUND,
+         metarag.GENERATE, metarag.PSEUDO]
+ALPHABET = "abc xyzé,:{}[]'-ü"
+
+
+def _grammar(text: str) -> Any:
+    return xgrammar.Grammar.from_ebnf(text)
+
+
+def _instance(schema: dict[str, Any], rng: random.Random, over: str) -> Any:
+    """A value of ``schema``; sometimes one past a bound: ``over`` "strings" for strings only, "all" for
+    arrays and integers too, "" for none."""
+    if "enum" in schema:
+        return rng.choice(schema["enum"])
+    kind = schema["type"]
+    if kind == "string":
+        low, high = schema.get("minLength", 0), schema["maxLength"]
+        n = rng.choice([low, high, rng.randint(low, high)] + ([high + 1, high + 3] if over else []))
+        return "".join(rng.choice(ALPHABET) for _ in range(n))
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "integer":
+        return rng.choice([schema["minimum"], schema["maximum"]] + ([schema["maximum"] + 1] if over == "all" else []))
+    if kind == "object":
+        return {key: _instance(sub, rng, over) for key, sub in schema["properties"].items()}
+    low, high = schema.get("minItems", 0), schema["maxItems"]
+    n = rng.choice([low, high, rng.randint(low, high)] + ([high + 1] if over == "all" else []))
+    return [_instance(schema["items"], rng, over) for _ in range(n)]
+
+
+@pytest.mark.parametrize("role", ROLES, ids=lambda r: r.name)
+def test_the_writer_admits_json_ebnfs_language_and_the_rest_continues_it(role: Any) -> None:
+    plan = RelaxedPlan.of(role.bounded)
+    assert plan is not None
+    reference, bounded, relaxed = (_grammar(g) for g in (json_ebnf(role.bounded), plan.bounded_grammar(), plan.grammar()))
+    rng = random.Random(0)
+    rests = 0
+    for i in range(9):
+        over = ("", "strings", "all")[i % 3]
+        text = json.dumps(_instance(role.bounded, rng, over), ensure_ascii=False, separators=(",", ":"))
+        valid = accepts(reference, text)
+        assert accepts(bounded, text) == valid, text
+        assert accepts(relaxed, text) or not valid, text
+        if over == "all":  # a prefix past an array's bound is no state the decoding reaches
+            continue
+        data, cursor = text.encode(), plan.cursor()
+        for k in range(len(data)):
+            top = cursor.stack[-1] if cursor.stack else None
+            if (top is not None and top.kind == "string" and not top.key and is_long(top.schema)
+                    and data[k] & 0xC0 != 0x80 and rng.random() < 0.04):
+                rest, bounded_rest = cursor.rest(), cursor.rest(relaxed=False)
+                assert rest is not None and bounded_rest is not None
+                assert accepts(_grammar(bounded_rest), data[k:].decode()) == valid, (text, k)
+                assert accepts(_grammar(rest), data[k:].decode()) or not valid, (text, k)
+                rests += 1
+            if not cursor.feed(data[k:k + 1]):
+                assert not valid  # a long string passed its bound
+                break
+    assert rests > 0
+
+
+def test_the_cursor_stops_at_the_character_past_the_bound_counting_characters_not_bytes() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9},
+                                               "s": {"type": "array", "maxItems": 2,
+                                                     "items": {"type": "string", "maxLength": 30}}},
+              "required": ["n", "s"], "additionalProperties": False}
+    plan = RelaxedPlan.of(schema)
+    assert plan is not None
+    cursor = plan.cursor()
+    assert cursor.feed('{"n":7,"s":["ok","'.encode())
+    assert cursor.feed(("é" * 30).encode())  # 30 characters, 60 bytes: within the bound
+    before = cursor.copy()
+    assert not cursor.feed("é".encode())
+    rest = before.rest()
+    assert rest is not None and 'c{0, 0}' not in rest
+    grammar = _grammar(rest)
+    assert accepts(grammar, '"]}') and not accepts(grammar, 'x"]}') and not accepts(grammar, '","x"]}')  # 2 items at most
+
+
+def test_integers_are_the_canonical_decimals_of_the_range() -> None:
+    for low, high in [(0, 999), (1, 9), (5, 123), (10, 10), (0, 0), (7, 1000), (95, 205)]:
+        schema = {"type": "object", "properties": {"i": {"type": "integer", "minimum": low, "maximum": high},
+                                                   "s": {"type": "string", "maxLength": LONG_STRING + 1}},
+                  "required": ["i", "s"], "additionalProperties": False}
+        plan = RelaxedPlan.of(schema)
+        assert plan is not None
+        grammar = _grammar(plan.bounded_grammar())
+        for n in [*range(0, 130), *range(190, 215), 999, 1000, 1001]:
+            assert accepts(grammar, f'{{"i":{n},"s":""}}') == (low <= n <= high), (low, high, n)
+        assert not accepts(grammar, '{"i":07,"s":""}')
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 10}}, "required": ["a"],
+     "additionalProperties": False},  # no long string
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 300}, "b": {"type": "boolean"}},
+     "required": ["a"], "additionalProperties": False},  # an optional property
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 300}, "x": {"type": "number"}},
+     "required": ["a", "x"], "additionalProperties": False},  # a number
+    {"type": "object", "properties": {"a": {"type": ["string", "null"], "maxLength": 300}}, "required": ["a"],
+     "additionalProperties": False},  # a type union
+])
+def test_schemas_the_writer_does_not_cover_keep_the_bounded_grammar(schema: dict[str, Any]) -> None:
+    assert RelaxedPlan.of(schema) is None
+
+
+def test_rest_is_none_outside_a_relaxed_string() -> None:
+    cursor = Cursor({"type": "object", "properties": {"a": {"type": "string", "maxLength": 300}}, "required": ["a"],
+                     "additionalProperties": False})
+    assert cursor.feed(b'{"a"') and cursor.rest() is None  # inside the key, before the value
