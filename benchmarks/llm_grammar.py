@@ -3,6 +3,7 @@
     python benchmarks/llm_grammar.py                      # DualRAG's roles, openvino engine
     python benchmarks/llm_grammar.py --engine torch       # the same on the transformers engine
     python benchmarks/llm_grammar.py --string 380         # a {"notes": string} of maxLength 380, split and unsplit
+    python benchmarks/llm_grammar.py --relaxed            # relax_strings on vs off: same replies? seconds of each
 
 Each request runs alone (no other sequence in the batch), by default twice: the first includes compiling the
 grammar, the second reuses it. Printed: seconds, completion tokens, tokens/s, and the same prompt
@@ -30,13 +31,55 @@ def timed(llm: Any, req: Any) -> dict[str, Any]:
     return {"s": round(seconds, 2), "tokens": r.completion_tokens, "tok_s": round(r.completion_tokens / seconds, 1)}
 
 
+RELAXED_PROMPTS = (PROMPT.replace(" Reply in JSON.", ""),
+                   "Which magazine was started first, Arthur's Magazine or First for Women? Think step by step at length.",
+                   "Describe the history of the Roman Empire in great detail, with many names and dates.")
+
+
+def relaxed_vs_bounded(threads: int | None) -> None:
+    """Each request on an engine with ``relax_strings`` on and one with it off: identical replies, seconds."""
+    from tandem.llm import LLMRequest
+    from tandem.llm.local import load_local
+    from tandem.methods import cooprag_prompts, dualrag_prompts
+
+    fast, slow = (load_local(engine="openvino", relax_strings=on, num_threads=threads) for on in (True, False))
+    for llm in (fast, slow):
+        llm.complete(LLMRequest.from_prompt("Hello", max_tokens=4))
+    totals = {"same": 0, "requests": 0, "relaxed_s": 0.0, "bounded_s": 0.0, "tokens": 0}
+    for role in (dualrag_prompts.REASONER, dualrag_prompts.SUMMARIZER, dualrag_prompts.ENTITY_IDENTIFIER,
+                 cooprag_prompts.UNROLL):
+        for prompt in RELAXED_PROMPTS:
+            req = LLMRequest.from_prompt(prompt, max_tokens=role.budget, json_schema=role.bounded)
+            replies, seconds = [], []
+            for llm in (fast, slow):
+                start = time.perf_counter()
+                replies.append(llm.complete(req))
+                seconds.append(time.perf_counter() - start)
+            same = (replies[0].text, replies[0].completion_tokens) == (replies[1].text, replies[1].completion_tokens)
+            totals["same"] += same
+            totals["requests"] += 1
+            totals["relaxed_s"] += seconds[0]
+            totals["bounded_s"] += seconds[1]
+            totals["tokens"] += replies[1].completion_tokens
+            print(json.dumps({"role": role.name, "same": same, "tokens": replies[1].completion_tokens,
+                              "relaxed_s": round(seconds[0], 2), "bounded_s": round(seconds[1], 2)}), flush=True)
+    print(json.dumps({**{k: round(v, 1) if isinstance(v, float) else v for k, v in totals.items()},
+                      "continuations": fast.continuations}))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--engine", default="openvino", choices=("openvino", "torch"))
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--attempts", type=int, default=2, help="requests per role or form (the first compiles)")
     parser.add_argument("--string", type=int, metavar="N", help="only: one string of maxLength N, grammar forms")
+    parser.add_argument("--relaxed", action="store_true",
+                        help="only: 12 requests (DualRAG reasoner / summarizer / entity_identifier, CoopRAG unroll; "
+                             "3 prompts each) on two engines, relax_strings on and off")
     args = parser.parse_args()
+    if args.relaxed:
+        relaxed_vs_bounded(args.threads)
+        return
 
     from tandem.llm import LLMRequest, load_llm
     from tandem.methods import dualrag_prompts as P
