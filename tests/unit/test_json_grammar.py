@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -128,3 +129,60 @@ def test_rest_is_none_outside_a_relaxed_string() -> None:
     cursor = Cursor({"type": "object", "properties": {"a": {"type": "string", "maxLength": 300}}, "required": ["a"],
                      "additionalProperties": False})
     assert cursor.feed(b'{"a"') and cursor.rest() is None  # inside the key, before the value
+
+
+class _Handle:
+    def __init__(self, tokens: list[int]) -> None:
+        self.tokens, self.cancelled = tokens, False
+
+    def can_read(self) -> bool:
+        return True
+
+    def read(self) -> dict[int, Any]:
+        return {0: SimpleNamespace(generated_ids=self.tokens)}
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+def _engine(table: list[bytes]) -> Any:
+    import queue
+
+    from tandem.llm.ov_engine import OVLLM
+
+    engine = object.__new__(OVLLM)  # only what _follow uses: no model
+    engine._token_bytes, engine.spec, engine.continuations, engine._queue = table, "local", 0, queue.SimpleQueue()
+    engine._config = lambda req, constrained, grammar=None, max_tokens=None: (grammar, max_tokens)
+    return engine
+
+
+SCHEMA = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 30}}, "required": ["s"],
+          "additionalProperties": False}
+
+
+def test_the_engine_continues_from_the_token_before_the_bound() -> None:
+    from tandem.llm import LLMRequest
+    from tandem.llm.ov_engine import _Job
+
+    engine = _engine([b'{"s":"', b"x" * 10, b"x" * 12])
+    plan = RelaxedPlan.of(SCHEMA)
+    assert plan is not None
+    job = _Job([1, 2], None, LLMRequest.from_prompt("q", max_tokens=50, json_schema=SCHEMA), plan.cursor())
+    job.handle = _Handle([0, 1, 1, 2])  # 10 + 10 characters fit, 12 more pass 30
+    assert engine._follow(job) and job.handle.cancelled and engine.continuations == 1
+    assert job.kept == [0, 1, 1] and engine._queue.get() is job
+    grammar, budget = job.config
+    assert budget == 47 and "c{0, 10}" in grammar  # the rest: at most 10 more characters
+
+
+def test_a_reply_the_cursor_cannot_follow_is_decoded_again_under_the_bounded_grammar() -> None:
+    from tandem.llm import LLMRequest
+    from tandem.llm.ov_engine import _Job
+
+    engine = _engine([b'{"s":"', b'"}}}}'])  # closes more than was opened
+    plan = RelaxedPlan.of(SCHEMA)
+    assert plan is not None
+    job = _Job([1], None, LLMRequest.from_prompt("q", max_tokens=50, json_schema=SCHEMA), plan.cursor())
+    job.handle = _Handle([0, 1])
+    assert engine._follow(job)
+    assert job.cursor is None and job.kept == [] and job.config == (None, None)  # bounded, from the start

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import logging
 import os
 import queue
 import threading
@@ -53,6 +54,8 @@ from tandem.llm.json_grammar import Cursor, RelaxedPlan
 from tandem.llm.structured import json_ebnf
 from tandem.llm.types import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
 from tandem.models import offline_env
+
+log = logging.getLogger(__name__)
 
 # ``dtype`` option -> OpenVINO's inference precision (default: the plugin's choice, bf16 where the CPU has it)
 PRECISIONS = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
@@ -285,18 +288,23 @@ class OVLLM:
                 new = [int(t) for t in output.generated_ids]
         for i, token in enumerate(new):
             before = job.cursor.copy()
-            if job.cursor.feed(self._token_bytes[token] if token < len(self._token_bytes) else b""):
-                continue
+            try:
+                if job.cursor.feed(self._token_bytes[token] if token < len(self._token_bytes) else b""):
+                    continue
+                rest = before.rest()
+            except (ValueError, IndexError, KeyError):  # a reply the cursor cannot follow
+                log.warning("%s: relaxed decoding lost its place in a reply; decoding it under the bounded grammar",
+                            self.spec)
+                rest = None
             job.handle.cancel()
             job.kept += job.current + new[:i]
             job.current = []
-            rest = before.rest()
-            if job.req.max_tokens <= len(job.kept):  # the budget ends here as it would have bounded
-                job.future.set_result((job.kept, "LENGTH"))
-                return True
             if rest is None:  # not inside the long string at the token's start: decode bounded from the start
                 job.kept, job.cursor = [], None
                 job.config = self._config(job.req, True)
+            elif job.req.max_tokens <= len(job.kept):  # the budget ends here as it would have bounded
+                job.future.set_result((job.kept, "LENGTH"))
+                return True
             else:
                 job.cursor = before
                 job.config = self._config(job.req, True, grammar=rest, max_tokens=job.req.max_tokens - len(job.kept))
