@@ -119,6 +119,8 @@ def test_bad_options_are_config_errors() -> None:
         load_llm("local", engine="openvino", dtype="bfloat16", kv_cache="float32")
     with pytest.raises(ConfigError, match="dynamic_quantization is a group size >= 0"):
         load_llm("local", engine="openvino", dynamic_quantization=-1)
+    with pytest.raises(ConfigError, match="relax_strings is true or false, got 'maybe'"):
+        load_llm("local", engine="openvino", relax_strings="maybe")
 
 
 def test_embeddings_path_goes_to_transformers(llm: OVLLM) -> None:

@@ -151,6 +151,8 @@ class OVLLM:
         if kv_cache == "float32" and dtype != "float32":
             raise ConfigError("kv_cache=float32 needs dtype=float32 (OpenVINO keeps no f32 KV cache under bf16/f16 "
                               "compute); use kv_cache=bfloat16, or add dtype=float32")
+        if not isinstance(relax_strings, bool):
+            raise ConfigError(f"relax_strings is true or false, got {relax_strings!r}")
         if max_batch < 1 or kv_cache_gb < 1:
             raise ConfigError(f"max_batch and kv_cache_gb must be >= 1, got {max_batch} and {kv_cache_gb}")
         offline_env()
