@@ -240,7 +240,7 @@ def load_local(
     """The ``local`` backend: convert ``model`` once (see module doc), then run it on ``engine``.
 
     ``engine="openvino"``: :class:`tandem.llm.ov_engine.OVLLM` on the OpenVINO export with
-    ``weights`` (``engine_opts``: ``max_batch``, ``kv_cache_gb``, ``kv_cache``, ``dynamic_quantization``, ``relax_strings``),
+    ``weights`` (``engine_opts``: ``max_batch``, ``kv_cache_gb``, ``step_tokens``, ``kv_cache``, ``dynamic_quantization``, ``relax_strings``),
     by default :data:`OPENVINO_DEFAULTS` (the fp32 path's answers; ``weights="fp16"`` for a GGUF whose
     linear layers are not Q4_1); ``"torch"``: :class:`HFLLM`
     (``dtype`` float32 unless given); ``"auto"`` (the default): openvino where installed, else torch

@@ -64,6 +64,7 @@ KV_PRECISIONS = {"u8": "u8", "float16": "f16", "bfloat16": "bf16", "float32": "f
 DEFAULT_KV_CACHE = "u8"
 DEFAULT_MAX_BATCH = 16
 DEFAULT_KV_CACHE_GB = 1
+DEFAULT_STEP_TOKENS = 2048
 
 
 @dataclass
@@ -112,6 +113,9 @@ class OVLLM:
         num_threads: CPU threads of the engine (else ``$TANDEM_LLM_THREADS``, else :func:`idle_cpus`).
         max_batch: sequences decoded together at most; ``kv_cache_gb``: memory for KV blocks
             (prefix cache included).
+        step_tokens: tokens one engine step computes at most (prompt chunks and decoded tokens
+            together): a long prompt is prefilled in chunks of about this size, and the requests
+            decoding beside it, and every other Python thread of the process, wait for each chunk.
         dtype: inference precision (``float32``/``bfloat16``/``float16``); default: OpenVINO's
             choice for the CPU (bf16 where it has AVX-512 BF16 or AMX).
         kv_cache: precision of the KV cache (``u8``/``float16``/``bfloat16``/``float32``).
@@ -137,6 +141,7 @@ class OVLLM:
         json_mode: str = "schema",
         max_batch: int = DEFAULT_MAX_BATCH,
         kv_cache_gb: int = DEFAULT_KV_CACHE_GB,
+        step_tokens: int = DEFAULT_STEP_TOKENS,
         dtype: str | None = None,
         kv_cache: str = DEFAULT_KV_CACHE,
         dynamic_quantization: int | None = None,
@@ -153,8 +158,14 @@ class OVLLM:
                               "compute); use kv_cache=bfloat16, or add dtype=float32")
         if not isinstance(relax_strings, bool):
             raise ConfigError(f"relax_strings is true or false, got {relax_strings!r}")
+        for key, value in (("max_batch", max_batch), ("kv_cache_gb", kv_cache_gb), ("step_tokens", step_tokens)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(f"{key} is a whole number, got {value!r}")
         if max_batch < 1 or kv_cache_gb < 1:
             raise ConfigError(f"max_batch and kv_cache_gb must be >= 1, got {max_batch} and {kv_cache_gb}")
+        if step_tokens < max_batch:
+            raise ConfigError(f"step_tokens must be >= max_batch ({max_batch}): each step decodes a token of every "
+                              f"running sequence; got {step_tokens}")
         offline_env()
         import openvino_genai as ovg
         from transformers import AutoTokenizer, GenerationConfig
@@ -179,7 +190,7 @@ class OVLLM:
         scheduler.enable_prefix_caching = True
         scheduler.cache_size = kv_cache_gb
         scheduler.max_num_seqs = max_batch
-        scheduler.max_num_batched_tokens = 2048
+        scheduler.max_num_batched_tokens = step_tokens
         scheduler.dynamic_split_fuse = True
         props: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "CACHE_DIR": str(Path(model_dir) / "compiled"),
                                  "KV_CACHE_PRECISION": KV_PRECISIONS[kv_cache]}
