@@ -64,7 +64,7 @@ KV_PRECISIONS = {"u8": "u8", "float16": "f16", "bfloat16": "bf16", "float32": "f
 DEFAULT_KV_CACHE = "u8"
 DEFAULT_MAX_BATCH = 16
 DEFAULT_KV_CACHE_GB = 1
-DEFAULT_STEP_TOKENS = 2048
+DEFAULT_STEP_TOKENS = 512
 
 
 @dataclass
