@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from llm_engine import uptime  # noqa: E402
+from llm_work import calls_of  # noqa: E402
 
 
 def longest_gap_while(work: Callable[[], None]) -> tuple[float, float]:
@@ -53,22 +57,21 @@ def main() -> None:
     parser.add_argument("--step-tokens", type=int, nargs="+", default=[2048, 512, 256])
     args = parser.parse_args()
 
+    from tandem.errors import ConfigError
     from tandem.llm.local import load_local
     from tandem.llm.types import LLMRequest, Message
 
-    path = args.run / "predictions.jsonl"
-    if not path.is_file():
-        raise SystemExit(f"{args.run}: no predictions.jsonl (is it a `tandem eval qa` output folder?)")
-    calls = [c for line in path.read_text().splitlines()
-             for step in (json.loads(line).get("trace") or {}).get("steps", [])
-             for c in step.get("llm_calls", []) if c.get("role") == args.role and c.get("messages")]
+    calls = [c for c in calls_of(args.run) if c.get("role") == args.role]
     if not calls:
-        raise SystemExit(f"{path}: no {args.role!r} calls in its traces")
+        raise SystemExit(f"{args.run}: no {args.role!r} calls in its traces")
     requests = [LLMRequest(messages=[Message(**m) for m in c["messages"]], max_tokens=1, temperature=0)
                 for c in calls[:args.calls]]
-    print(json.dumps({"uptime_start": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()}))
+    print(json.dumps({"uptime_start": uptime()}))
     for step_tokens in args.step_tokens:
-        llm = load_local(step_tokens=step_tokens)
+        try:
+            llm = load_local(step_tokens=step_tokens)
+        except ConfigError as exc:
+            raise SystemExit(f"--step-tokens {step_tokens}: {exc}") from exc
         prompt_tokens = [0]
 
         def send(llm=llm, prompt_tokens=prompt_tokens) -> None:
@@ -80,7 +83,7 @@ def main() -> None:
         print(json.dumps({"step_tokens": step_tokens, "prompt_tokens": prompt_tokens[0], "s": round(seconds, 2),
                           "prompt_tok_s": round(prompt_tokens[0] / seconds, 1), "longest_wait_s": round(gap, 2)}),
               flush=True)
-    print(json.dumps({"uptime_end": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()}))
+    print(json.dumps({"uptime_end": uptime()}))
 
 
 if __name__ == "__main__":
