@@ -106,6 +106,59 @@ def test_relaxed_strings_give_the_bounded_grammars_replies_with_continuations(ll
     bounded.close()
 
 
+def test_the_engine_runs_in_its_own_process_and_a_dead_one_is_replaced() -> None:
+    """The pipeline steps in a process of its own (openvino-genai holds the GIL through a step, which
+    would stop this process's other threads): while it prefills a long prompt, a thread here keeps
+    running; a request waiting when that process dies fails with an error that says so, and the next
+    request starts a new one."""
+    import os
+    import signal
+    import threading
+
+    from tandem.errors import LLMError
+
+    llm = load_llm("local", engine="openvino", step_tokens=2048)  # a whole long prompt in one step
+    assert isinstance(llm, OVLLM) and llm._worker.proc.pid != os.getpid()
+    long = LLMRequest.from_prompt("Repeat these words. " + "alpha beta gamma delta " * 400, max_tokens=400)
+    ticks, done = [0], threading.Event()
+
+    def tick() -> None:
+        while not done.is_set():
+            ticks[0] += 1
+            time.sleep(0.001)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    start = time.perf_counter()
+    llm.complete(long)
+    seconds = time.perf_counter() - start
+    done.set()
+    ticker.join()
+    # in-process, the thread advanced once per engine step (~2 s for this prompt on 2 cores)
+    assert ticks[0] > 50 * seconds / 2, (ticks[0], seconds)
+
+    failed: list[str] = []
+    fresh = LLMRequest.from_prompt("Repeat these words. " + "epsilon zeta eta theta " * 400, max_tokens=400)
+    waiter = threading.Thread(target=lambda: failed.append(_error_of(llm, fresh, LLMError)))
+    waiter.start()
+    time.sleep(1.0)  # the request is in the engine, prefilling (seconds)
+    os.kill(llm._worker.proc.pid, signal.SIGKILL)
+    waiter.join(60)
+    assert failed and "engine process ended (killed by signal 9) before replying" in failed[0]
+    assert "Paris" in llm.complete(FRANCE).text  # a new engine process
+    llm.close()
+    with pytest.raises(LLMError, match="the engine is closed"):
+        llm.complete(FRANCE)
+
+
+def _error_of(llm: OVLLM, req: LLMRequest, kind: type[Exception]) -> str:
+    try:
+        llm.complete(req)
+    except kind as exc:
+        return str(exc)
+    return "no error"
+
+
 def test_bad_options_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="engine"):
         load_llm("local", engine="tpu")

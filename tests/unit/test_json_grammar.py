@@ -146,13 +146,10 @@ class _Handle:
 
 
 def _engine(table: list[bytes]) -> Any:
-    import queue
+    from tandem.llm.ov_worker import Engine
 
-    from tandem.llm.ov_engine import OVLLM
-
-    engine = object.__new__(OVLLM)  # only what _follow uses: no model
-    engine._token_bytes, engine.spec, engine.continuations, engine._queue = table, "local", 0, queue.SimpleQueue()
-    engine._config = lambda req, constrained, grammar=None, max_tokens=None: (grammar, max_tokens)
+    engine = Engine(None, None, [0], table, "local")  # only what follow uses: no model
+    engine._config = lambda params, grammar=None, max_tokens=None: (grammar, max_tokens)
     return engine
 
 
@@ -160,29 +157,40 @@ SCHEMA = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 
           "additionalProperties": False}
 
 
-def test_the_engine_continues_from_the_token_before_the_bound() -> None:
-    from tandem.llm import LLMRequest
-    from tandem.llm.ov_engine import _Job
+def _job(ids: list[int], plan: RelaxedPlan, max_tokens: int = 50) -> Any:
+    from tandem.llm.ov_worker import Job, Params
 
+    return Job(7, ids, Params(max_tokens, json_schema=SCHEMA, relaxed=True), cursor=plan.cursor(), relaxed=True)
+
+
+def test_the_engine_continues_from_the_token_before_the_bound() -> None:
     engine = _engine([b'{"s":"', b"x" * 10, b"x" * 12])
     plan = RelaxedPlan.of(SCHEMA)
     assert plan is not None
-    job = _Job([1, 2], None, LLMRequest.from_prompt("q", max_tokens=50, json_schema=SCHEMA), plan.cursor())
+    job = _job([1, 2], plan)
     job.handle = _Handle([0, 1, 1, 2])  # 10 + 10 characters fit, 12 more pass 30
-    assert engine._follow(job) and job.handle.cancelled and engine.continuations == 1
-    assert job.kept == [0, 1, 1] and engine._queue.get() is job
+    assert engine.follow(job) and job.handle.cancelled and job.continuations == 1
+    assert job.kept == [0, 1, 1] and engine.pending == [job]
     grammar, budget = job.config
     assert budget == 47 and "c{0, 10}" in grammar  # the rest: at most 10 more characters
 
 
-def test_a_reply_the_cursor_cannot_follow_is_decoded_again_under_the_bounded_grammar() -> None:
-    from tandem.llm import LLMRequest
-    from tandem.llm.ov_engine import _Job
+def test_a_budget_that_ends_at_the_bound_ends_the_reply_there() -> None:
+    engine = _engine([b'{"s":"', b"x" * 10, b"x" * 12])
+    plan = RelaxedPlan.of(SCHEMA)
+    assert plan is not None
+    job = _job([1], plan, max_tokens=3)
+    job.handle = _Handle([0, 1, 1, 2])
+    assert engine.follow(job) and engine.pending == []
+    (message,) = engine.finished
+    assert message[:4] == ("done", 7, [0, 1, 1], "LENGTH") and message[4].relaxed
 
+
+def test_a_reply_the_cursor_cannot_follow_is_decoded_again_under_the_bounded_grammar() -> None:
     engine = _engine([b'{"s":"', b'"}}}}'])  # closes more than was opened
     plan = RelaxedPlan.of(SCHEMA)
     assert plan is not None
-    job = _Job([1], None, LLMRequest.from_prompt("q", max_tokens=50, json_schema=SCHEMA), plan.cursor())
+    job = _job([1], plan)
     job.handle = _Handle([0, 1])
-    assert engine._follow(job)
+    assert engine.follow(job)
     assert job.cursor is None and job.kept == [] and job.config == (None, None)  # bounded, from the start

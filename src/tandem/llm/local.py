@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from tandem.errors import ConfigError, LLMError, ModelNotFoundError
-from tandem.io import atomic_path
+from tandem.io import atomic_path, write_json_atomic
 from tandem.llm.hf import HFLLM
 from tandem.llm.ov_engine import DEFAULT_KV_CACHE
 from tandem.models import cache_root, canonical_name, offline_env, resolve_model
@@ -217,6 +217,32 @@ def _rewrite_from_gguf(folder: str | Path, target: Path, cache_dir: str | Path |
     return target
 
 
+FACTS = "tandem-gguf.json"  # what was read of the GGUF, beside its conversion
+
+
+def gguf_has_q4_1(folder: str | Path, gguf: str | Path) -> bool:
+    """:func:`tandem.llm.ov_gguf.has_q4_1_linears` of the GGUF converted into ``folder``, remembered in
+    ``folder/tandem-gguf.json``: reading a GGUF's metadata (SmolLM2's ~50,000 vocabulary strings) takes
+    seconds at every load otherwise. The folder is the conversion of this very file (its name hashes
+    the file's size and time), so the answer cannot go stale; a folder that cannot be written is only
+    read again next time."""
+    from tandem.llm.ov_gguf import has_q4_1_linears
+
+    facts = Path(folder) / FACTS
+    try:
+        value = json.loads(facts.read_text()).get("q4_1_linears")
+        if isinstance(value, bool):
+            return value
+    except (OSError, ValueError, AttributeError):
+        pass  # not written yet, or damaged: read the GGUF
+    value = has_q4_1_linears(gguf)
+    try:
+        write_json_atomic(facts, {"source": str(gguf), "q4_1_linears": value})
+    except OSError as exc:
+        log.debug("could not record %s: %s", facts, exc)
+    return value
+
+
 def openvino_missing() -> str | None:
     """Why the openvino engine cannot run here (a missing package), or None when it can."""
     for module in ("openvino_genai", "xgrammar"):
@@ -252,9 +278,7 @@ def load_local(
     short = short_name(model)
     spec = spec or ("local" if short == "smollm2" else f"local:{model}")
     if weights is None:  # the GGUF's own blocks where they are Q4_1 (SmolLM2's), else the fp16 export
-        from tandem.llm.ov_gguf import has_q4_1_linears
-
-        weights = OPENVINO_DEFAULTS["weights"] if has_q4_1_linears(resolve_model(model)) else DEFAULT_WEIGHTS
+        weights = OPENVINO_DEFAULTS["weights"] if gguf_has_q4_1(folder, resolve_model(model)) else DEFAULT_WEIGHTS
     if engine == "auto":
         missing = openvino_missing() or (None if exporter_python() or (exported_dir(folder, weights, cache_dir) / MARKER).is_file()
                                          else "its export environment is missing (bash scripts/setup.sh)")

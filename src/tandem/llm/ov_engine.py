@@ -1,9 +1,10 @@
 """The ``local`` backend's default engine: OpenVINO GenAI with continuous batching and prefix caching.
 
 :class:`OVLLM` runs an OpenVINO export of the converted model (:func:`tandem.llm.local.ensure_exported`)
-in a ``ContinuousBatchingPipeline`` driven by one engine thread:
+in a ``ContinuousBatchingPipeline`` stepped by an engine process of its own (:mod:`tandem.llm.ov_worker`:
+openvino-genai holds the GIL through each step, which in-process would stop the caller's other threads):
 
-- every :meth:`OVLLM.complete` call, from any thread, queues its request; the engine thread adds it
+- every :meth:`OVLLM.complete` call, from any thread, sends its request; the engine adds it
   to the running batch at the next step, so the eval runner's and the server's concurrent requests
   decode together (continuous batching), each with its own grammar and stop strings;
 - prefix caching keeps the KV blocks of prompts already seen: a role's instructions and
@@ -27,17 +28,18 @@ the converted folder at first use.
 
 from __future__ import annotations
 
-import functools
 import itertools
-import json
 import logging
 import os
-import queue
+import socket
+import subprocess
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +52,7 @@ from tandem.llm.hf import (
     end_of_turn_ids,
     requested_threads,
 )
-from tandem.llm.json_grammar import Cursor, RelaxedPlan
-from tandem.llm.structured import json_ebnf
+from tandem.llm.ov_worker import Params, Stats
 from tandem.llm.types import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
 from tandem.models import offline_env
 
@@ -65,24 +66,6 @@ DEFAULT_KV_CACHE = "u8"
 DEFAULT_MAX_BATCH = 16
 DEFAULT_KV_CACHE_GB = 1
 DEFAULT_STEP_TOKENS = 512
-
-
-@dataclass
-class _Job:
-    ids: list[int]
-    config: Any
-    req: LLMRequest | None = None
-    cursor: Cursor | None = None  # follows a relaxed reply (json_grammar)
-    kept: list[int] = field(default_factory=list)  # tokens of earlier attempts, before a continuation
-    current: list[int] = field(default_factory=list)  # tokens read from the running attempt
-    future: Future[tuple[list[int], str]] = field(default_factory=Future)
-    handle: Any = None
-
-
-@functools.lru_cache(maxsize=256)
-def _relaxed(schema_key: str) -> tuple[RelaxedPlan, str] | None:
-    plan = RelaxedPlan.of(json.loads(schema_key))
-    return (plan, plan.grammar()) if plan is not None else None
 
 
 def token_bytes(tokenizer: Any) -> list[bytes] | None:
@@ -167,31 +150,9 @@ class OVLLM:
             raise ConfigError(f"step_tokens must be >= max_batch ({max_batch}): each step decodes a token of every "
                               f"running sequence; got {step_tokens}")
         offline_env()
-        import openvino_genai as ovg
-        from transformers import AutoTokenizer, GenerationConfig
-
-        self._ovg = ovg
         self.spec, self.name, self.json_mode = spec, name, json_mode
         self.path, self.torch_path = str(model_dir), str(torch_dir)
-        self.tokenizer: Any = AutoTokenizer.from_pretrained(self.torch_path)
-        self.eos_token_ids = end_of_turn_ids(self.tokenizer, GenerationConfig.from_pretrained(self.torch_path), spec)
-        self.pad_token_id = (
-            self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_token_ids[0]
-        )
         self.threads = requested_threads(num_threads) or idle_cpus()
-        # byte-level BPE tokens only (SmolLM2's); other tokenizers decode under the bounded grammar
-        self._token_bytes = token_bytes(self.tokenizer) if relax_strings else None
-        #: what computes the replies, recorded in a run's config.json notes
-        self.engine_note = (f"openvino {Path(model_dir).name}, dtype={dtype or 'the plugin default'}, kv_cache={kv_cache}, "
-                            f"dynamic_quantization={'the plugin default' if dynamic_quantization is None else dynamic_quantization}, "
-                            f"relax_strings={self._token_bytes is not None}, {self.threads} threads")
-        self.context_window: int | None = _max_positions(self.torch_path)
-        scheduler = ovg.SchedulerConfig()
-        scheduler.enable_prefix_caching = True
-        scheduler.cache_size = kv_cache_gb
-        scheduler.max_num_seqs = max_batch
-        scheduler.max_num_batched_tokens = step_tokens
-        scheduler.dynamic_split_fuse = True
         props: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "CACHE_DIR": str(Path(model_dir) / "compiled"),
                                  "KV_CACHE_PRECISION": KV_PRECISIONS[kv_cache]}
         if dtype is not None:
@@ -200,19 +161,40 @@ class OVLLM:
             if int(dynamic_quantization) < 0:
                 raise ConfigError(f"dynamic_quantization is a group size >= 0 (0: off), got {dynamic_quantization}")
             props["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = int(dynamic_quantization)
+        self._init: dict[str, Any] = {"path": self.path, "spec": spec, "props": props, "kv_cache_gb": kv_cache_gb,
+                                      "max_batch": max_batch, "step_tokens": step_tokens}
+        worker = _Worker(self._init, spec)  # loads the model while the tokenizer loads here
         try:
-            self._pipe = ovg.ContinuousBatchingPipeline(self.path, scheduler, "CPU", props)
-        except RuntimeError as exc:
-            raise LLMError(f"{spec}: OpenVINO could not load {self.path}: {exc}") from exc
+            from transformers import AutoTokenizer, GenerationConfig
+
+            self.tokenizer: Any = AutoTokenizer.from_pretrained(self.torch_path)
+            self.eos_token_ids = end_of_turn_ids(self.tokenizer, GenerationConfig.from_pretrained(self.torch_path),
+                                                 spec)
+            # byte-level BPE tokens only (SmolLM2's); other tokenizers decode under the bounded grammar
+            self._token_bytes = token_bytes(self.tokenizer) if relax_strings else None
+        except BaseException:
+            worker.kill()
+            raise
+        self.pad_token_id = (
+            self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos_token_ids[0]
+        )
+        #: what computes the replies, recorded in a run's config.json notes
+        self.engine_note = (f"openvino {Path(model_dir).name}, dtype={dtype or 'the plugin default'}, kv_cache={kv_cache}, "
+                            f"dynamic_quantization={'the plugin default' if dynamic_quantization is None else dynamic_quantization}, "
+                            f"relax_strings={self._token_bytes is not None}, {self.threads} threads")
+        self.context_window: int | None = _max_positions(self.torch_path)
+        self._tokens = ("tokens", list(self.eos_token_ids), self._token_bytes)
         self.peak_batch = 0
         self.relaxed_requests = self.continuations = 0
         self._tok_lock = threading.Lock()  # fast tokenizers are not safe to call from several threads
         self._torch: HFLLM | None = None
         self._torch_lock = threading.Lock()
         self._ids = itertools.count()
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._engine = threading.Thread(target=self._run, name=f"tandem-ov-{name}", daemon=True)
-        self._engine.start()
+        self._lock = threading.Lock()  # the engine process, its socket and the requests it has
+        self._waiting: dict[int, Future[tuple[list[int], str]]] = {}
+        self._closed = False
+        with self._lock:
+            self._start(worker)
 
     @property
     def constrains_json(self) -> bool:
@@ -228,13 +210,17 @@ class OVLLM:
         messages = req.messages if constrained else with_json_instruction(req)
         with self._tok_lock:
             ids = chat_token_ids(self.tokenizer, messages)
-        relaxed = (_relaxed(json.dumps(req.json_schema)) if constrained and req.temperature == 0
-                   and self._token_bytes is not None else None)
-        config = self._config(req, constrained, grammar=relaxed[1] if relaxed else None)
+        params = Params(req.max_tokens, tuple(req.stop), req.temperature, req.seed,
+                        req.json_schema if constrained else None,
+                        relaxed=constrained and req.temperature == 0 and self._token_bytes is not None)
         start = time.perf_counter()
-        job = _Job(ids, config, req, relaxed[0].cursor() if relaxed else None)
-        self._queue.put(job)
-        new_ids, _status = job.future.result()
+        future = self._submit(ids, params)
+        while True:
+            try:  # wake now and then: a Ctrl-C that the OS gave to another thread is raised here
+                new_ids, _status = future.result(timeout=0.5)
+                break
+            except TimeoutError:
+                continue
         latency = time.perf_counter() - start
         ended = bool(new_ids) and new_ids[-1] in self.eos_token_ids
         with self._tok_lock:
@@ -256,120 +242,62 @@ class OVLLM:
             return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def close(self) -> None:
-        """Stop the engine thread (requests still queued are answered first)."""
-        self._queue.put(None)
-        self._engine.join()
+        """Stop the engine process (requests already sent are answered first)."""
+        with self._lock:
+            self._closed = True
+            worker = self._worker
+        if worker is not None:
+            worker.stop()
 
-    def _config(self, req: LLMRequest, constrained: bool, grammar: str | None = None, max_tokens: int | None = None) -> Any:
-        config = self._ovg.GenerationConfig()
-        config.max_new_tokens = req.max_tokens if max_tokens is None else max_tokens
-        config.stop_token_ids = set(self.eos_token_ids)
-        if req.stop:
-            config.stop_strings = set(req.stop)
-            config.include_stop_str_in_output = True  # the text is cut below; token counts stay whole
-        if req.temperature > 0:
-            config.do_sample = True
-            config.temperature = req.temperature
-            config.top_p, config.top_k = 1.0, 0
-            config.rng_seed = req.seed if req.seed is not None else int.from_bytes(os.urandom(4), "little")
-        if constrained:
-            config.structured_output_config = self._ovg.StructuredOutputConfig(grammar=grammar or json_ebnf(req.json_schema))
-        return config
+    # -- the engine process --------------------------------------------------------------------
 
-    def _add(self, job: _Job, jobs: dict[int, _Job]) -> None:
-        import numpy as np
-        import openvino as ov
+    def _start(self, worker: _Worker | None = None) -> None:
+        """Wait until the engine process (a new one unless given) has loaded the model (holding ``_lock``)."""
+        worker = worker or _Worker(self._init, self.spec)
+        worker.ready(self._tokens, self._answer)
+        self._worker = worker
+        self._finalizer = weakref.finalize(self, worker.kill)
 
-        rid = next(self._ids)
-        try:
-            job.handle = self._pipe.add_request(rid, ov.Tensor(np.array([job.ids + job.kept], dtype=np.int64)),
-                                                job.config)
-        except RuntimeError as exc:
-            job.future.set_exception(LLMError(f"{self.spec}: request refused: {exc}"))
+    def _submit(self, ids: list[int], params: Params) -> Future[tuple[list[int], str]]:
+        future: Future[tuple[list[int], str]] = Future()
+        with self._lock:
+            if self._closed:
+                raise LLMError(f"{self.spec}: the engine is closed")
+            if not self._worker.alive:
+                log.warning("%s: the engine process had ended (%s); starting a new one", self.spec, self._worker.ended)
+                self._start()
+            rid = next(self._ids)
+            self._waiting[rid] = future
+            try:
+                self._worker.send(("job", rid, ids, params))
+            except OSError as exc:
+                del self._waiting[rid]
+                raise LLMError(f"{self.spec}: the engine process is gone ({exc}); the next request starts a new one") \
+                    from exc
+        return future
+
+    def _answer(self, message: tuple[Any, ...] | None, ended: str = "") -> None:
+        """A reply from the engine process (called on its reader thread); None: the process ended, so
+        every request still waiting fails."""
+        if message is None:
+            with self._lock:
+                waiting, self._waiting = self._waiting, {}
+            for future in waiting.values():
+                future.set_exception(LLMError(f"{self.spec}: the engine process ended ({ended}) before replying"))
             return
-        jobs[rid] = job
-        if job.cursor is not None and not job.kept:
-            self.relaxed_requests += 1
-
-    def _follow(self, job: _Job) -> bool:
-        """Read a relaxed job's new tokens into its cursor; at a token that takes a long string past its
-        bound, cancel the attempt and queue its continuation (True)."""
-        assert job.cursor is not None and job.req is not None and self._token_bytes is not None
-        new = []
-        if job.handle.can_read():
-            for output in job.handle.read().values():
-                new = [int(t) for t in output.generated_ids]
-        for i, token in enumerate(new):
-            before = job.cursor.copy()
-            try:
-                if job.cursor.feed(self._token_bytes[token] if token < len(self._token_bytes) else b""):
-                    continue
-                rest = before.rest()
-            except (ValueError, IndexError, KeyError):  # a reply the cursor cannot follow
-                log.warning("%s: relaxed decoding lost its place in a reply; decoding it under the bounded grammar",
-                            self.spec)
-                rest = None
-            job.handle.cancel()
-            job.kept += job.current + new[:i]
-            job.current = []
-            if rest is None:  # not inside the long string at the token's start: decode bounded from the start
-                job.kept, job.cursor = [], None
-                job.config = self._config(job.req, True)
-            elif job.req.max_tokens <= len(job.kept):  # the budget ends here as it would have bounded
-                job.future.set_result((job.kept, "LENGTH"))
-                return True
-            else:
-                job.cursor = before
-                job.config = self._config(job.req, True, grammar=rest, max_tokens=job.req.max_tokens - len(job.kept))
-            self.continuations += 1
-            self._queue.put(job)
-            return True
-        job.current += new
-        return False
-
-    def _run(self) -> None:
-        """The engine thread: admit queued requests, step the batch, hand finished ones back."""
-        running = "RUNNING"
-        jobs: dict[int, _Job] = {}
-        while True:
-            try:
-                while True:
-                    job = self._queue.get(block=not jobs)
-                    if job is None:
-                        if not jobs:
-                            return
-                        self._queue.put(None)  # finish what runs, then stop
-                        break
-                    self._add(job, jobs)
-            except queue.Empty:
-                pass
-            if not jobs:
-                continue
-            self.peak_batch = max(self.peak_batch, len(jobs))
-            try:
-                self._pipe.step()
-            except RuntimeError as exc:
-                for job in jobs.values():
-                    job.future.set_exception(LLMError(f"{self.spec}: generation failed: {exc}"))
-                jobs.clear()
-                continue
-            for rid in list(jobs):
-                job = jobs[rid]
-                if job.cursor is not None and self._follow(job):
-                    del jobs[rid]
-                    continue
-                status = job.handle.get_status()
-                if status.name == running:
-                    continue
-                del jobs[rid]
-                if job.cursor is not None:
-                    job.future.set_result((job.kept + job.current, status.name))
-                    continue
-                outputs = job.handle.read_all()
-                if outputs:
-                    job.future.set_result((job.kept + [int(t) for t in outputs[0].generated_ids], status.name))
-                else:
-                    job.future.set_exception(LLMError(f"{self.spec}: generation ended ({status.name}) without output"))
+        with self._lock:
+            future = self._waiting.pop(message[1], None)
+        if future is None:
+            return
+        if message[0] == "error":
+            future.set_exception(LLMError(message[2]))
+            return
+        _, _, tokens, status, stats = message
+        assert isinstance(stats, Stats)
+        self.peak_batch = max(self.peak_batch, stats.peak_batch)
+        self.relaxed_requests += stats.relaxed
+        self.continuations += stats.continuations
+        future.set_result((tokens, status))
 
     # -- the transformers model, for embeddings and training -----------------------------------
 
@@ -413,6 +341,111 @@ class OVLLM:
 
     def __repr__(self) -> str:
         return f"OVLLM(name={self.name!r}, path={self.path!r}, threads={self.threads})"
+
+
+class _Worker:
+    """The engine process seen from :class:`OVLLM`: ``python -m tandem.llm.ov_worker`` on one end of a
+    socket pair, started with ``init`` (it loads the model at once), and after :meth:`ready` a thread
+    that hands its replies to ``on_message`` (``None`` and how it ended, once, when the process is gone)."""
+
+    def __init__(self, init: dict[str, Any], spec: str) -> None:
+        import tandem
+
+        ours, theirs = socket.socketpair()
+        env = dict(os.environ)  # the worker imports this same tandem, wherever it was imported from here
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(tandem.__file__).parents[1]), env.get("PYTHONPATH"))
+                                            if p)
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "tandem.llm.ov_worker", str(theirs.fileno())],
+                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, env=env)
+        except OSError as exc:
+            ours.close()
+            raise LLMError(f"{spec}: could not start the engine process: {exc}") from exc
+        finally:
+            theirs.close()
+        self.conn = Connection(ours.detach())
+        self.spec = spec
+        self._send_lock = threading.Lock()
+        self.ended = ""
+        self.reader: threading.Thread | None = None
+        try:
+            self.conn.send(init)
+        except OSError:
+            pass  # it ended at once: ready() says how
+
+    def ready(self, tokens: tuple[Any, ...], on_message: Any) -> None:
+        """Send the tokenizer's part (``tokens``), wait until the model is loaded, then hand every reply to
+        ``on_message``. Raises LLMError where the process cannot load the model."""
+        try:
+            self.conn.send(tokens)
+        except OSError:
+            pass  # it may have ended after saying why: read that
+        try:
+            kind, text = self.conn.recv()
+        except (EOFError, OSError) as exc:
+            self.conn.close()
+            raise LLMError(f"{self.spec}: the engine process ended while loading the model ({self._how_ended()}; "
+                           "its messages are above)") from exc
+        if kind != "ready":
+            self.conn.close()
+            self.proc.wait()
+            raise LLMError(text)
+        self._on_message = on_message
+        self.reader = threading.Thread(target=self._read, name=f"tandem-ov-{self.spec}", daemon=True)
+        self.reader.start()
+
+    @property
+    def alive(self) -> bool:
+        """False once the process has ended and its waiting requests were failed."""
+        return self.reader is not None and self.reader.is_alive()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        """Send one message (OSError where the process is gone)."""
+        with self._send_lock:
+            self.conn.send(message)
+
+    def stop(self, timeout: float = 120) -> None:
+        """Let the process finish what it runs and exit; kill it after ``timeout`` seconds."""
+        try:
+            self.send(("stop",))
+        except OSError:
+            pass  # already gone
+        if self.reader is None:
+            self.kill()
+            return
+        self.reader.join(timeout)
+        if self.reader.is_alive():
+            self.kill()
+            self.reader.join(10)
+
+    def kill(self) -> None:
+        """End the process now (at exit, or when it does not stop)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    def _how_ended(self) -> str:
+        try:
+            code = self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.wait()
+        return f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
+
+    def _read(self) -> None:
+        while True:
+            try:
+                message = self.conn.recv()
+                self._on_message(message)
+            except (EOFError, OSError):
+                break
+            except Exception:  # a bug: end the process rather than leave its callers waiting for ever
+                log.exception("the engine process's reply could not be read; ending it")
+                self.kill()
+                break
+        self.conn.close()
+        self.ended = self._how_ended()
+        self._on_message(None, self.ended)
 
 
 def idle_cpus(window_s: float = 0.3, stat: str = "/proc/stat") -> int:

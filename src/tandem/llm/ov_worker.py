@@ -1,0 +1,292 @@
+"""The OpenVINO engine's own process: one ``ContinuousBatchingPipeline`` stepped in a loop.
+
+:class:`tandem.llm.ov_engine.OVLLM` starts ``python -m tandem.llm.ov_worker FD`` and talks to it over a
+socket (``multiprocessing.connection`` messages). Why a process and not a thread: openvino-genai's Python
+binding holds the GIL for the whole of ``step()`` (a model run of up to ``step_tokens`` tokens, seconds
+on a 2-core CPU), so an engine thread would stop every other thread of the caller - the server's
+handlers, the eval runner's retrieval - at each step (docs/llm.md, "The engine's process").
+
+The loop, per iteration: admit the requests that arrived (without waiting while some run), run one
+engine step, follow relaxed replies (:mod:`tandem.llm.json_grammar`: a greedy reply decoded without its
+strings' bounds is cut at the token before a string passes its bound and continued under the grammar
+of the rest), and send back what finished.
+
+Messages, parent to worker: an init dict (first: the model is loaded from it at once), then
+``("tokens", eos_token_ids, token_bytes)`` (the tokenizer's part, sent when the parent has loaded it),
+``("job", rid, ids, Params)``, ``("stop",)`` (finish
+what runs, then exit). Worker to parent: ``("ready", None)`` or ``("failed", message)`` once, then
+``("done", rid, token_ids, status, Stats)`` or ``("error", rid, message)`` per request. The worker exits
+when the parent's end of the socket closes (the parent ended or was killed); it ignores Ctrl-C, which
+the parent handles.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import logging
+import os
+import signal
+import sys
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from tandem.llm.json_grammar import Cursor, RelaxedPlan
+from tandem.llm.structured import json_ebnf
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Params:
+    """What the worker needs of a chat request to decode it (picklable; the prompt's ids travel beside it)."""
+
+    max_tokens: int
+    stop: tuple[str, ...] = ()
+    temperature: float = 0.0
+    seed: int | None = None
+    json_schema: dict[str, Any] | None = None  # decode under it (None: free text)
+    relaxed: bool = False  # decode the schema's long strings unbounded and continue at a bound
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Per finished request: the most sequences in a step while it ran, whether it decoded relaxed, and
+    its continuations at a string's bound."""
+
+    peak_batch: int
+    relaxed: bool
+    continuations: int
+
+
+@dataclass
+class Job:
+    """One request inside the worker, across its continuations."""
+
+    rid: int
+    ids: list[int]
+    params: Params
+    config: Any = None
+    cursor: Cursor | None = None  # follows a relaxed reply (json_grammar)
+    kept: list[int] = field(default_factory=list)  # tokens of earlier attempts, before a continuation
+    current: list[int] = field(default_factory=list)  # tokens read from the running attempt
+    handle: Any = None
+    peak: int = 0
+    relaxed: bool = False  # started under the relaxed grammar
+    continuations: int = 0
+
+
+@functools.lru_cache(maxsize=256)
+def relaxed_plan(schema_key: str) -> tuple[RelaxedPlan, str] | None:
+    """The relaxed plan and its grammar for a schema (given as its JSON), None where it has none."""
+    plan = RelaxedPlan.of(json.loads(schema_key))
+    return (plan, plan.grammar()) if plan is not None else None
+
+
+class Engine:
+    """The pipeline and the requests it runs. ``token_bytes``: each token id's bytes (relaxed decoding
+    follows replies byte by byte), or None where the tokenizer is not byte-level BPE."""
+
+    def __init__(self, pipe: Any, ovg: Any, eos_token_ids: list[int], token_bytes: list[bytes] | None,
+                 spec: str) -> None:
+        self._pipe, self._ovg, self.spec = pipe, ovg, spec
+        self.eos_token_ids, self._token_bytes = eos_token_ids, token_bytes
+        self.jobs: dict[int, Job] = {}  # by pipeline request id
+        self._ids = itertools.count()
+        self.pending: list[Job] = []  # admitted at the next step: new requests and continuations
+        self.finished: list[tuple[Any, ...]] = []  # replies that ended outside a step, sent after the next
+
+    def submit(self, rid: int, ids: list[int], params: Params) -> None:
+        """Queue a request for the next step."""
+        job = Job(rid, ids, params)
+        grammar = None
+        if params.json_schema is not None:
+            plan = (relaxed_plan(json.dumps(params.json_schema)) if params.relaxed and self._token_bytes is not None
+                    else None)
+            if plan is not None:
+                job.cursor, grammar, job.relaxed = plan[0].cursor(), plan[1], True
+        job.config = self._config(params, grammar=grammar)
+        self.pending.append(job)
+
+    def _config(self, params: Params, grammar: str | None = None, max_tokens: int | None = None) -> Any:
+        config = self._ovg.GenerationConfig()
+        config.max_new_tokens = params.max_tokens if max_tokens is None else max_tokens
+        config.stop_token_ids = set(self.eos_token_ids)
+        if params.stop:
+            config.stop_strings = set(params.stop)
+            config.include_stop_str_in_output = True  # the text is cut by the caller; token counts stay whole
+        if params.temperature > 0:
+            config.do_sample = True
+            config.temperature = params.temperature
+            config.top_p, config.top_k = 1.0, 0
+            config.rng_seed = params.seed if params.seed is not None else int.from_bytes(os.urandom(4), "little")
+        if params.json_schema is not None:
+            config.structured_output_config = self._ovg.StructuredOutputConfig(
+                grammar=grammar or json_ebnf(params.json_schema))
+        return config
+
+    def _add(self, job: Job) -> tuple[str, int, str] | None:
+        import numpy as np
+        import openvino as ov
+
+        pid = next(self._ids)  # a fresh pipeline id per attempt: a cancelled attempt may still hold its own
+        try:
+            job.handle = self._pipe.add_request(pid, ov.Tensor(np.array([job.ids + job.kept], dtype=np.int64)),
+                                                job.config)
+        except RuntimeError as exc:
+            return ("error", job.rid, f"{self.spec}: request refused: {exc}")
+        self.jobs[pid] = job
+        return None
+
+    def follow(self, job: Job) -> bool:
+        """Read a relaxed job's new tokens into its cursor; at a token that takes a long string past its
+        bound, cancel the attempt and queue its continuation (True)."""
+        assert job.cursor is not None and self._token_bytes is not None
+        new = []
+        if job.handle.can_read():
+            for output in job.handle.read().values():
+                new = [int(t) for t in output.generated_ids]
+        for i, token in enumerate(new):
+            before = job.cursor.copy()
+            try:
+                if job.cursor.feed(self._token_bytes[token] if token < len(self._token_bytes) else b""):
+                    continue
+                rest = before.rest()
+            except (ValueError, IndexError, KeyError):  # a reply the cursor cannot follow
+                log.warning("%s: relaxed decoding lost its place in a reply; decoding it under the bounded grammar",
+                            self.spec)
+                rest = None
+            job.handle.cancel()
+            job.kept += job.current + new[:i]
+            job.current = []
+            if rest is None:  # not inside the long string at the token's start: decode bounded from the start
+                job.kept, job.cursor = [], None
+                job.config = self._config(job.params)
+            elif job.params.max_tokens <= len(job.kept):  # the budget ends here as it would have bounded
+                self.finished.append(("done", job.rid, job.kept, "LENGTH", self._stats(job)))
+                return True
+            else:
+                job.cursor = before
+                job.config = self._config(job.params, grammar=rest, max_tokens=job.params.max_tokens - len(job.kept))
+            job.continuations += 1
+            self.pending.append(job)
+            return True
+        job.current += new
+        return False
+
+    def step(self) -> list[tuple[Any, ...]]:
+        """Admit what is pending, run one engine step and return the messages of the requests that ended."""
+        out, self.finished = self.finished, []
+        for job in self.pending:
+            refused = self._add(job)
+            if refused:
+                out.append(refused)
+        self.pending = []
+        if not self.jobs:
+            return out
+        for job in self.jobs.values():
+            job.peak = max(job.peak, len(self.jobs))
+        try:
+            self._pipe.step()
+        except RuntimeError as exc:
+            out += [("error", job.rid, f"{self.spec}: generation failed: {exc}") for job in self.jobs.values()]
+            self.jobs.clear()
+            return out
+        for pid in list(self.jobs):
+            job = self.jobs[pid]
+            if job.cursor is not None and self.follow(job):
+                del self.jobs[pid]
+                continue
+            status = job.handle.get_status()
+            if status.name == "RUNNING":
+                continue
+            del self.jobs[pid]
+            if job.cursor is not None:
+                out.append(("done", job.rid, job.kept + job.current, status.name, self._stats(job)))
+                continue
+            outputs = job.handle.read_all()
+            if outputs:
+                out.append(("done", job.rid, job.kept + [int(t) for t in outputs[0].generated_ids], status.name,
+                            self._stats(job)))
+            else:
+                out.append(("error", job.rid, f"{self.spec}: generation ended ({status.name}) without output"))
+        return out
+
+    @staticmethod
+    def _stats(job: Job) -> Stats:
+        return Stats(job.peak, job.relaxed, job.continuations)
+
+    @property
+    def busy(self) -> bool:
+        """True while requests run or wait for the next step."""
+        return bool(self.jobs or self.pending or self.finished)
+
+
+def load(init: dict[str, Any]) -> tuple[Any, Any]:
+    """The pipeline of an init message (on ``init["path"]`` with its scheduler and plugin properties) and
+    the ``openvino_genai`` module. Raises RuntimeError where OpenVINO cannot load it."""
+    import openvino_genai as ovg
+
+    scheduler = ovg.SchedulerConfig()
+    scheduler.enable_prefix_caching = True
+    scheduler.cache_size = init["kv_cache_gb"]
+    scheduler.max_num_seqs = init["max_batch"]
+    scheduler.max_num_batched_tokens = init["step_tokens"]
+    scheduler.dynamic_split_fuse = True
+    return ovg.ContinuousBatchingPipeline(init["path"], scheduler, "CPU", init["props"]), ovg
+
+
+def serve(conn: Connection) -> None:
+    """Run the worker on ``conn`` until told to stop or the parent's end closes."""
+    init = conn.recv()
+    try:
+        pipe, ovg = load(init)
+    except RuntimeError as exc:
+        conn.send(("failed", f"{init['spec']}: OpenVINO could not load {init['path']}: {exc}"))
+        return
+    _, eos_token_ids, token_bytes = conn.recv()
+    engine = Engine(pipe, ovg, eos_token_ids, token_bytes, init["spec"])
+    conn.send(("ready", None))
+    stopping = False
+    while True:
+        while not stopping and (conn.poll(None if not engine.busy else 0)):
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):  # the parent is gone: nobody to answer
+                return
+            if message[0] == "stop":
+                stopping = True
+            else:
+                _, rid, ids, params = message
+                engine.submit(rid, ids, params)
+        if stopping and not engine.busy:
+            return
+        for reply in engine.step():
+            conn.send(reply)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m tandem.llm.ov_worker FD``: serve on the inherited socket FD."""
+    import socket
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or not args[0].isdigit():
+        raise SystemExit("usage: python -m tandem.llm.ov_worker FD (started by tandem.llm.ov_engine.OVLLM)")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; its exit ends this
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    sock = socket.socket(fileno=int(args[0]))
+    conn = Connection(sock.detach())
+    try:
+        serve(conn)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the parent went away while a reply was being sent
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":  # run as the package's module, so the messages' classes unpickle in the parent
+    from tandem.llm import ov_worker
+
+    ov_worker.main()
