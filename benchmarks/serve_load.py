@@ -9,6 +9,12 @@ requests, non-2xx count by status, p50/p95/p99 latency, requests per second.
 With the fake LLM the figures are the server's own overhead; with `--llm local` (the embedded
 SmolLM2) and a small `--max-queue`, the requests beyond the queue get 429 with Retry-After at once.
 
+Other clients while the LLM works (docs/llm.md, "The engine's process"): `--probe` also sends
+GET /healthz and POST /v1/retrieve one after the other, 50 ms apart, for as long as the asks run, and
+prints their latencies (what a page's or another user's cheap request waits):
+
+    python benchmarks/serve_load.py --llm local --method dualrag --requests 2 --concurrency 1 --probe
+
 A soak (docs/reliability.md): `--rss-after 50` also measures the process's resident memory after the
 first 50 requests and after all of them, and counts 5xx replies:
 
@@ -71,6 +77,31 @@ async def load(url: str, n: int, concurrency: int) -> tuple[list[float], Counter
         return latencies, statuses, time.perf_counter() - start
 
 
+async def probed(url: str, n: int, concurrency: int) -> tuple[list[float], Counter, float, dict[str, list[float]]]:
+    """:func:`load`, with /healthz and /v1/retrieve timed one after the other, 50 ms apart, until it ends."""
+    waits: dict[str, list[float]] = {"healthz": [], "retrieve": []}
+    done = asyncio.Event()
+
+    async def probe() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=600) as client:
+            while not done.is_set():
+                for name, call in (("healthz", lambda: client.get("/healthz")),
+                                   ("retrieve", lambda: client.post("/v1/retrieve", json={"query": "polonium", "k": 3}))):
+                    start = time.perf_counter()
+                    (await call()).raise_for_status()
+                    waits[name].append(time.perf_counter() - start)
+                await asyncio.sleep(0.05)
+
+    async def loaded() -> tuple[list[float], Counter, float]:
+        try:
+            return await load(url, n, concurrency)
+        finally:
+            done.set()
+
+    (latencies, statuses, wall), _ = await asyncio.gather(loaded(), probe())
+    return latencies, statuses, wall, waits
+
+
 def rss_mb() -> float:
     """This process's resident memory (the server runs in it), in MB."""
     pages = int(Path("/proc/self/statm").read_text().split()[1])
@@ -89,6 +120,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--max-queue", type=int, default=64)
+    ap.add_argument("--probe", action="store_true", help="Time /healthz and /v1/retrieve while the asks run")
     ap.add_argument("--rss-after", type=int, default=0, help="Soak: resident memory after this many requests and after all")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -103,8 +135,12 @@ def main() -> None:
         while not server.started:
             time.sleep(0.05)
         url, first = f"http://127.0.0.1:{port}", min(args.rss_after or args.requests, args.requests)
+        waits: dict[str, list[float]] = {}
         try:
-            latencies, statuses, wall = asyncio.run(load(url, first, args.concurrency))
+            if args.probe:
+                latencies, statuses, wall, waits = asyncio.run(probed(url, first, args.concurrency))
+            else:
+                latencies, statuses, wall = asyncio.run(load(url, first, args.concurrency))
             rss_first = rss_mb()
             if first < args.requests:
                 more, more_statuses, more_wall = asyncio.run(load(url, args.requests - first, args.concurrency))
@@ -123,6 +159,8 @@ def main() -> None:
                       "max": round(max(latencies), 4)},
         "requests_per_s": round(args.requests / wall, 1), "wall_s": round(wall, 2),
         "5xx": sum(v for k, v in statuses.items() if k >= 500),
+        **({"probe_s": {name: {"n": len(v), "p50": pct(v, 50), "p95": pct(v, 95), "max": round(max(v), 4)}
+                        for name, v in waits.items() if v}} if waits else {}),
         **({"rss_mb": {f"after_{first}": rss_first, f"after_{args.requests}": rss_after,
                        "ratio": round(rss_after / rss_first, 3)}} if args.rss_after else {}),
     }))

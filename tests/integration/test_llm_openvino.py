@@ -117,7 +117,7 @@ def test_the_engine_runs_in_its_own_process_and_a_dead_one_is_replaced() -> None
 
     from tandem.errors import LLMError
 
-    llm = load_llm("local", engine="openvino", step_tokens=2048)  # a whole long prompt in one step
+    llm = load_llm("local", engine="openvino", step_tokens=2048, engine_process=True)  # a long prompt in one step
     assert isinstance(llm, OVLLM) and llm._worker.proc.pid != os.getpid()
     long = LLMRequest.from_prompt("Repeat these words. " + "alpha beta gamma delta " * 400, max_tokens=400)
     ticks, done = [0], threading.Event()
@@ -178,6 +178,8 @@ def test_bad_options_are_config_errors() -> None:
         load_llm("local", engine="openvino", step_tokens="lots")
     with pytest.raises(ConfigError, match="relax_strings is true or false, got 'maybe'"):
         load_llm("local", engine="openvino", relax_strings="maybe")
+    with pytest.raises(ConfigError, match="engine_process is true or false, got 'yes'"):
+        load_llm("local", engine="openvino", engine_process="yes")
 
 
 def test_embeddings_path_goes_to_transformers(llm: OVLLM) -> None:

@@ -198,3 +198,21 @@ def test_no_import_circle_in_the_package():
     assert [c for c in circles if len(c) > 1] == []
     assert not any(t.startswith("tandem.testing") for m, ts in graph.items() if not m.startswith("tandem.testing")
                    for t in ts), "a production module imports tandem.testing"
+
+
+def test_the_server_runs_the_local_model_in_an_engine_process_unless_told(index_dir, monkeypatch):
+    """`tandem serve` / `tandem mcp` ask the embedded engine for a process of its own (its steps hold the
+    GIL, which would stall the handlers); a user's own choice stands, and other backends get no such option."""
+    from tandem.server import engine as server_engine
+
+    seen: list[tuple[str, dict]] = []
+
+    def load(spec: str, **opts):
+        seen.append((spec, opts))
+        return FakeLLM(default="Warsaw")
+
+    monkeypatch.setattr(server_engine, "load_llm", load)
+    for spec, opts in (("local", {}), ("local:/models/other.gguf", {"engine_process": False}), ("fake", {})):
+        Engine({"demo": index_dir}, spec, method="naive_rag", llm_opts=opts).close()
+    assert seen == [("local", {"engine_process": True}), ("local:/models/other.gguf", {"engine_process": False}),
+                    ("fake", {})]

@@ -266,7 +266,7 @@ def load_local(
     """The ``local`` backend: convert ``model`` once (see module doc), then run it on ``engine``.
 
     ``engine="openvino"``: :class:`tandem.llm.ov_engine.OVLLM` on the OpenVINO export with
-    ``weights`` (``engine_opts``: ``max_batch``, ``kv_cache_gb``, ``step_tokens``, ``kv_cache``, ``dynamic_quantization``, ``relax_strings``),
+    ``weights`` (``engine_opts``: ``max_batch``, ``kv_cache_gb``, ``step_tokens``, ``kv_cache``, ``dynamic_quantization``, ``relax_strings``, ``engine_process``),
     by default :data:`OPENVINO_DEFAULTS` (the fp32 path's answers; ``weights="fp16"`` for a GGUF whose
     linear layers are not Q4_1); ``"torch"``: :class:`HFLLM`
     (``dtype`` float32 unless given); ``"auto"`` (the default): openvino where installed, else torch
@@ -286,6 +286,7 @@ def load_local(
             log.warning("local LLM: the openvino engine is not available (%s); using the slower torch engine", missing)
         engine = "torch" if missing else "openvino"
     if engine == "torch":
+        engine_opts.pop("engine_process", None)  # torch computes on the caller's threads (and lets go of the GIL)
         if engine_opts:
             raise ConfigError(f"options {sorted(engine_opts)} need engine=openvino")
         return HFLLM(str(folder), spec=spec, name=short, dtype=dtype or "float32", num_threads=num_threads,

@@ -1,8 +1,9 @@
 """The ``local`` backend's default engine: OpenVINO GenAI with continuous batching and prefix caching.
 
 :class:`OVLLM` runs an OpenVINO export of the converted model (:func:`tandem.llm.local.ensure_exported`)
-in a ``ContinuousBatchingPipeline`` stepped by an engine process of its own (:mod:`tandem.llm.ov_worker`:
-openvino-genai holds the GIL through each step, which in-process would stop the caller's other threads):
+in a ``ContinuousBatchingPipeline`` stepped by the loop of :mod:`tandem.llm.ov_worker`, on an engine
+thread, or in an engine process of its own (``engine_process``; a server's choice: openvino-genai holds
+the GIL through each step, so in-process the caller's other threads wait for it):
 
 - every :meth:`OVLLM.complete` call, from any thread, sends its request; the engine adds it
   to the running batch at the next step, so the eval runner's and the server's concurrent requests
@@ -106,6 +107,11 @@ class OVLLM:
             in matmuls with compressed (int8/int4) weights; 0 turns it off; default: the plugin's (on).
         relax_strings: decode greedy requests' long strings without their bounds and continue at a
             bound (:mod:`tandem.llm.json_grammar`; same replies, faster); False: the bounded grammar.
+        engine_process: step the pipeline in a process of its own (:mod:`tandem.llm.ov_worker`; what
+            ``tandem serve`` and ``tandem mcp`` ask for): openvino-genai holds the GIL through each step,
+            so on a thread of this process (the default) every other thread waits for up to a step;
+            there, the caller's work no longer shares the cores with the engine's steps, which gave
+            the higher throughput of the two with many questions at once (docs/llm.md).
 
     Attributes:
         tokenizer: the transformers tokenizer; ``eos_token_ids``: ids that end generation;
@@ -129,6 +135,7 @@ class OVLLM:
         kv_cache: str = DEFAULT_KV_CACHE,
         dynamic_quantization: int | None = None,
         relax_strings: bool = True,
+        engine_process: bool = False,
     ) -> None:
         if json_mode not in JSON_MODES:
             raise ConfigError(f"unknown json_mode {json_mode!r} for an in-process model; modes: {sorted(JSON_MODES)}")
@@ -139,8 +146,9 @@ class OVLLM:
         if kv_cache == "float32" and dtype != "float32":
             raise ConfigError("kv_cache=float32 needs dtype=float32 (OpenVINO keeps no f32 KV cache under bf16/f16 "
                               "compute); use kv_cache=bfloat16, or add dtype=float32")
-        if not isinstance(relax_strings, bool):
-            raise ConfigError(f"relax_strings is true or false, got {relax_strings!r}")
+        for key, flag in (("relax_strings", relax_strings), ("engine_process", engine_process)):
+            if not isinstance(flag, bool):
+                raise ConfigError(f"{key} is true or false, got {flag!r}")
         for key, value in (("max_batch", max_batch), ("kv_cache_gb", kv_cache_gb), ("step_tokens", step_tokens)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(f"{key} is a whole number, got {value!r}")
@@ -163,7 +171,8 @@ class OVLLM:
             props["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = int(dynamic_quantization)
         self._init: dict[str, Any] = {"path": self.path, "spec": spec, "props": props, "kv_cache_gb": kv_cache_gb,
                                       "max_batch": max_batch, "step_tokens": step_tokens}
-        worker = _Worker(self._init, spec)  # loads the model while the tokenizer loads here
+        self._process = engine_process
+        worker = _Worker(self._init, spec, engine_process)  # loads the model while the tokenizer loads here
         try:
             from transformers import AutoTokenizer, GenerationConfig
 
@@ -181,7 +190,8 @@ class OVLLM:
         #: what computes the replies, recorded in a run's config.json notes
         self.engine_note = (f"openvino {Path(model_dir).name}, dtype={dtype or 'the plugin default'}, kv_cache={kv_cache}, "
                             f"dynamic_quantization={'the plugin default' if dynamic_quantization is None else dynamic_quantization}, "
-                            f"relax_strings={self._token_bytes is not None}, {self.threads} threads")
+                            f"relax_strings={self._token_bytes is not None}, {self.threads} threads"
+                            f"{', engine process' if engine_process else ''}")
         self.context_window: int | None = _max_positions(self.torch_path)
         self._tokens = ("tokens", list(self.eos_token_ids), self._token_bytes)
         self.peak_batch = 0
@@ -253,7 +263,7 @@ class OVLLM:
 
     def _start(self, worker: _Worker | None = None) -> None:
         """Wait until the engine process (a new one unless given) has loaded the model (holding ``_lock``)."""
-        worker = worker or _Worker(self._init, self.spec)
+        worker = worker or _Worker(self._init, self.spec, self._process)
         worker.ready(self._tokens, self._answer)
         self._worker = worker
         self._finalizer = weakref.finalize(self, worker.kill)
@@ -348,9 +358,19 @@ class _Worker:
     socket pair, started with ``init`` (it loads the model at once), and after :meth:`ready` a thread
     that hands its replies to ``on_message`` (``None`` and how it ended, once, when the process is gone)."""
 
-    def __init__(self, init: dict[str, Any], spec: str) -> None:
+    def __init__(self, init: dict[str, Any], spec: str, process: bool = True) -> None:
         import tandem
 
+        self.proc: subprocess.Popen[bytes] | None = None
+        if not process:  # the same loop on a thread of this process, over a pipe
+            import multiprocessing
+
+            self.conn, theirs = multiprocessing.Pipe()
+            self._thread = threading.Thread(target=_serve_here, args=(theirs,), name=f"tandem-ov-engine-{spec}",
+                                            daemon=True)
+            self._thread.start()
+            self._setup(init, spec)
+            return
         ours, theirs = socket.socketpair()
         env = dict(os.environ)  # the worker imports this same tandem, wherever it was imported from here
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(tandem.__file__).parents[1]), env.get("PYTHONPATH"))
@@ -365,6 +385,9 @@ class _Worker:
         finally:
             theirs.close()
         self.conn = Connection(ours.detach())
+        self._setup(init, spec)
+
+    def _setup(self, init: dict[str, Any], spec: str) -> None:
         self.spec = spec
         self._send_lock = threading.Lock()
         self.ended = ""
@@ -389,7 +412,7 @@ class _Worker:
                            "its messages are above)") from exc
         if kind != "ready":
             self.conn.close()
-            self.proc.wait()
+            self._how_ended()
             raise LLMError(text)
         self._on_message = on_message
         self.reader = threading.Thread(target=self._read, name=f"tandem-ov-{self.spec}", daemon=True)
@@ -420,11 +443,16 @@ class _Worker:
             self.reader.join(10)
 
     def kill(self) -> None:
-        """End the process now (at exit, or when it does not stop)."""
-        if self.proc.poll() is None:
+        """End the process now (at exit, or when it does not stop); an engine thread ends at its next step."""
+        if self.proc is None:
+            self.conn.close()
+        elif self.proc.poll() is None:
             self.proc.kill()
 
     def _how_ended(self) -> str:
+        if self.proc is None:
+            self._thread.join(30)
+            return "the engine thread ended"
         try:
             code = self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -446,6 +474,17 @@ class _Worker:
         self.conn.close()
         self.ended = self._how_ended()
         self._on_message(None, self.ended)
+
+
+def _serve_here(conn: Connection) -> None:
+    from tandem.llm.ov_worker import serve
+
+    try:
+        serve(conn)
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        pass  # the engine was closed while a reply was being sent
+    finally:
+        conn.close()
 
 
 def idle_cpus(window_s: float = 0.3, stat: str = "/proc/stat") -> int:

@@ -21,7 +21,7 @@ from tandem.index import open_index
 from tandem.index.build import Index
 from tandem.index.store import DocStore
 from tandem.io import check_text
-from tandem.llm import load_llm
+from tandem.llm import load_llm, parse_spec
 from tandem.llm.types import LLM
 from tandem.methods.base import Method
 from tandem.registry import METHODS, RETRIEVERS
@@ -73,7 +73,10 @@ class Engine:
                  uploads: str | Path | None = None) -> None:
         METHODS.get(method)  # an unknown name: a ConfigError listing the methods
         self.indexes: dict[str, Index] = {name: _loaded(open_index(path)) for name, path in indexes.items()}
-        self.llm: LLM = load_llm(llm, **dict(llm_opts or {})) if isinstance(llm, str) else llm
+        opts = dict(llm_opts or {})
+        if isinstance(llm, str) and parse_spec(llm)[0] == "local":
+            opts.setdefault("engine_process", True)  # the handlers keep answering while the model computes
+        self.llm: LLM = load_llm(llm, **opts) if isinstance(llm, str) else llm
         self.llm_spec = llm if isinstance(llm, str) else getattr(llm, "spec", type(llm).__name__)
         self.default_method = method
         self._methods: dict[tuple[str, str | None, str], tuple[Method, DocStore | None]] = {}
