@@ -359,8 +359,6 @@ class _Worker:
     that hands its replies to ``on_message`` (``None`` and how it ended, once, when the process is gone)."""
 
     def __init__(self, init: dict[str, Any], spec: str, process: bool = True) -> None:
-        import tandem
-
         self.proc: subprocess.Popen[bytes] | None = None
         if not process:  # the same loop on a thread of this process, over a pipe
             import multiprocessing
@@ -373,7 +371,7 @@ class _Worker:
             return
         ours, theirs = socket.socketpair()
         env = dict(os.environ)  # the worker imports this same tandem, wherever it was imported from here
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(tandem.__file__).parents[1]), env.get("PYTHONPATH"))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH"))
                                             if p)
         try:
             self.proc = subprocess.Popen([sys.executable, "-m", "tandem.llm.ov_worker", str(theirs.fileno())],
