@@ -172,6 +172,8 @@ def test_bad_options_are_config_errors() -> None:
         load_llm("local", engine="openvino", dtype="bfloat16", kv_cache="float32")
     with pytest.raises(ConfigError, match="dynamic_quantization is a group size >= 0"):
         load_llm("local", engine="openvino", dynamic_quantization=-1)
+    with pytest.raises(ConfigError, match="dynamic_quantization is a whole number, got 'abc'"):
+        load_llm("local", engine="openvino", dynamic_quantization="abc")
     with pytest.raises(ConfigError, match="step_tokens must be >= max_batch"):
         load_llm("local", engine="openvino", step_tokens=8)
     with pytest.raises(ConfigError, match="step_tokens is a whole number, got 'lots'"):

@@ -156,7 +156,7 @@ def test_bad_method_index_and_settings_name_the_valid_ones(index_dir):
     assert r.status_code == 422 and "unknown setting 'max_iter' for naive_rag; settings a request may set: ['candidates', 'k'" in r.json()["error"]["message"]
 
 
-def test_a_full_queue_answers_429_with_retry_after(index_dir):
+def test_a_full_queue_answers_429_with_retry_after_and_searches_still_answer(index_dir):
     gate = threading.Event()
     llm = FakeLLM(default=lambda req: gate.wait(10) and "Warsaw")
     client, _ = client_for(index_dir, llm, workers=1, max_queue=1)
@@ -167,6 +167,8 @@ def test_a_full_queue_answers_429_with_retry_after(index_dir):
         time.sleep(0.01)
     busy = client.post("/v1/ask", json={"question": QUESTION})
     assert busy.status_code == 429 and busy.headers["Retry-After"] and "queue is full" in busy.json()["error"]["message"]
+    search = client.post("/v1/retrieve", json={"query": QUESTION, "k": 1})  # searches have workers of their own
+    assert search.status_code == 200 and search.json()["hits"][0]["title"] == "Marie Curie"
     gate.set()
     first.join(10)
     assert client.post("/v1/ask", json={"question": QUESTION}).status_code == 200
@@ -291,7 +293,7 @@ def test_cors_preflight_passes_without_the_key_and_calls_still_need_it(index_dir
 def test_two_uploads_of_one_name_do_not_run_at_once(tmp_path, index_dir):
     gate = threading.Event()
     engine = Engine({"demo": index_dir}, FakeLLM(default="x"), method="naive_rag", uploads=tmp_path / "up", workers=1)
-    engine.submit(gate.wait, 10)  # the only worker is busy: the first job stays queued
+    engine.submit(gate.wait, 10, lane="builds")  # the builder is busy: the first job stays queued
     client = TestClient(create_app(engine))
     files = {"a.txt": "Warsaw is in Poland."}
     assert client.post("/v1/indexes", json={"name": "same", "files": files}).status_code == 202

@@ -149,7 +149,8 @@ class OVLLM:
         for key, flag in (("relax_strings", relax_strings), ("engine_process", engine_process)):
             if not isinstance(flag, bool):
                 raise ConfigError(f"{key} is true or false, got {flag!r}")
-        for key, value in (("max_batch", max_batch), ("kv_cache_gb", kv_cache_gb), ("step_tokens", step_tokens)):
+        for key, value in (("max_batch", max_batch), ("kv_cache_gb", kv_cache_gb), ("step_tokens", step_tokens),
+                           ("dynamic_quantization", 0 if dynamic_quantization is None else dynamic_quantization)):
             if not isinstance(value, int) or isinstance(value, bool):
                 raise ConfigError(f"{key} is a whole number, got {value!r}")
         if max_batch < 1 or kv_cache_gb < 1:
@@ -166,9 +167,9 @@ class OVLLM:
         if dtype is not None:
             props["INFERENCE_PRECISION_HINT"] = PRECISIONS[dtype]
         if dynamic_quantization is not None:
-            if int(dynamic_quantization) < 0:
+            if dynamic_quantization < 0:
                 raise ConfigError(f"dynamic_quantization is a group size >= 0 (0: off), got {dynamic_quantization}")
-            props["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = int(dynamic_quantization)
+            props["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = dynamic_quantization
         self._init: dict[str, Any] = {"path": self.path, "spec": spec, "props": props, "kv_cache_gb": kv_cache_gb,
                                       "max_batch": max_batch, "step_tokens": step_tokens}
         self._process = engine_process
@@ -203,6 +204,7 @@ class OVLLM:
         self._lock = threading.Lock()  # the engine process, its socket and the requests it has
         self._waiting: dict[int, Future[tuple[list[int], str]]] = {}
         self._closed = False
+        self._finalizer: weakref.finalize | None = None
         with self._lock:
             self._start(worker)
 
@@ -266,6 +268,8 @@ class OVLLM:
         worker = worker or _Worker(self._init, self.spec, self._process)
         worker.ready(self._tokens, self._answer)
         self._worker = worker
+        if self._finalizer is not None:
+            self._finalizer.detach()  # the engine it stopped has ended
         self._finalizer = weakref.finalize(self, worker.kill)
 
     def _submit(self, ids: list[int], params: Params) -> Future[tuple[list[int], str]]:

@@ -280,8 +280,8 @@ def main(argv: list[str] | None = None) -> None:
     conn = Connection(sock.detach())
     try:
         serve(conn)
-    except (BrokenPipeError, ConnectionResetError):
-        pass  # the parent went away while a reply was being sent
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        pass  # the parent went away (while the model loaded, or while a reply was being sent)
     finally:
         conn.close()
 

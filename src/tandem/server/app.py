@@ -210,7 +210,8 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
               responses=errors(400, 401, 404, 413, 422, 429))
     @_body(Retrieve)
     async def retrieve(req: Any) -> dict[str, Any]:
-        hits = await asyncio.wrap_future(engine.submit(engine.retrieve, req.query, req.index, req.k, req.retriever))
+        hits = await asyncio.wrap_future(engine.submit(engine.retrieve, req.query, req.index, req.k, req.retriever,
+                                                         lane="searches"))
         return {"query": req.query, "hits": hits}
 
     @app.post("/v1/ask", response_model=M.AskResponse, responses=errors(400, 401, 404, 413, 422, 429, 502))

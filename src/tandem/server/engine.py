@@ -1,5 +1,6 @@
 """What the HTTP server serves, without HTTP: named indexes, one LLM, methods built once per setting,
-a bounded pool of workers, and the per-question loop run under a trace observer (live steps and
+bounded pools of workers (one for questions, one for searches, one for index builds, so that a search
+never waits behind a question), and the per-question loop run under a trace observer (live steps and
 cancellation). The routes in :mod:`tandem.server.app` are thin over this."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from tandem.compose import build_runnable
 from tandem.errors import ConfigError, Conflict, IndexError_, ModelNotFoundError, NotFound, TandemError
@@ -56,6 +57,33 @@ class Busy(TandemError):
     """The work queue is full: the client should retry later (HTTP 429)."""
 
 
+Lane = Literal["questions", "searches", "builds"]
+
+
+class _Pool:
+    """Worker threads and a bound on the work admitted to them (running + waiting); beyond it :class:`Busy`."""
+
+    def __init__(self, what: str, workers: int, admitted: int) -> None:
+        self.what, self.admitted = what, max(1, admitted)
+        self._executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=f"tandem-{what}")
+        self._slots = threading.BoundedSemaphore(self.admitted)
+
+    def submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
+        if not self._slots.acquire(blocking=False):
+            raise Busy(f"the work queue is full ({self.admitted} {self.what} admitted); retry later")
+        ctx = contextvars.copy_context()
+        try:
+            future = self._executor.submit(ctx.run, fn, *args, **kwargs)
+        except RuntimeError:  # shut down
+            self._slots.release()
+            raise
+        future.add_done_callback(lambda _: self._slots.release())
+        return future
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
 class Engine:
     """Indexes by name, one LLM, and a bounded queue of questions.
 
@@ -64,13 +92,15 @@ class Engine:
         llm: an LLM spec (``local``, ``openai:MODEL@URL``, ...) or an LLM object.
         method: the default method.
         workers: questions answered at once; ``max_queue``: questions admitted (running + waiting);
-            beyond it :class:`Busy`.
+            beyond it :class:`Busy`. Searches (``/v1/retrieve``, MCP ``search``) have ``search_workers``
+            threads of their own and the same bound; uploaded indexes are built one at a time on a
+            thread of their own.
         uploads: the folder where indexes built from uploaded files go (None: no uploads).
     """
 
     def __init__(self, indexes: Mapping[str, str | Path], llm: str | LLM = "local", *, method: str = "dualrag",
                  llm_opts: Mapping[str, Any] | None = None, workers: int = 2, max_queue: int = 64,
-                 uploads: str | Path | None = None) -> None:
+                 uploads: str | Path | None = None, search_workers: int = 2) -> None:
         METHODS.get(method)  # an unknown name: a ConfigError listing the methods
         self.indexes: dict[str, Index] = {name: _loaded(open_index(path)) for name, path in indexes.items()}
         opts = dict(llm_opts or {})
@@ -82,8 +112,9 @@ class Engine:
         self._methods: dict[tuple[str, str | None, str], tuple[Method, DocStore | None]] = {}
         self._retrievers: dict[tuple[str, str | None], tuple[Index, Any]] = {}
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tandem-serve")
-        self._slots = threading.BoundedSemaphore(max(1, max_queue))
+        self._pools: dict[str, _Pool] = {"questions": _Pool("questions", workers, max_queue),
+                                         "searches": _Pool("searches", search_workers, max_queue),
+                                         "builds": _Pool("builds", 1, MAX_JOBS)}
         self.max_queue = max_queue
         self.uploads = Path(uploads) if uploads is not None else None
         self.jobs: dict[str, dict[str, Any]] = {}
@@ -173,14 +204,10 @@ class Engine:
             answer = runnable.answer(Question("ask", question))
         return answer_payload(answer, store, method or self.default_method, time.perf_counter() - start)
 
-    def submit(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> Future[T]:
-        """Run ``fn`` on a worker if the queue has room (else :class:`Busy`), in a copy of this context."""
-        if not self._slots.acquire(blocking=False):
-            raise Busy(f"the work queue is full ({self.max_queue} questions admitted); retry later")
-        ctx = contextvars.copy_context()
-        future = self._pool.submit(ctx.run, fn, *args, **kwargs)
-        future.add_done_callback(lambda _: self._slots.release())
-        return future
+    def submit(self, fn: Callable[..., T], *args: Any, lane: Lane = "questions", **kwargs: Any) -> Future[T]:
+        """Run ``fn`` on a worker of ``lane`` if its queue has room (else :class:`Busy`), in a copy of this
+        context. Each lane has threads of its own: a search is not kept waiting by the questions."""
+        return self._pools[lane].submit(fn, *args, **kwargs)
 
     def start_index_job(self, name: str, files: Mapping[str, str], kind: str = "bm25") -> dict[str, Any]:
         """Build index ``name`` from uploaded ``files`` (file name -> text; .txt / .md / .jsonl) in the
@@ -205,7 +232,7 @@ class Engine:
             for k in finished[:max(0, len(self.jobs) - MAX_JOBS + 1)]:
                 del self.jobs[k]
             self.jobs[job["id"]] = job
-        self.submit(self._build, job, dict(files))
+        self.submit(self._build, job, dict(files), lane="builds")
         return dict(job)
 
     def _build(self, job: dict[str, Any], files: dict[str, str]) -> None:
@@ -244,7 +271,8 @@ class Engine:
             job["seconds"] = round(time.perf_counter() - start, 3)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        for pool in self._pools.values():
+            pool.shutdown()
 
 
 def _loaded(index: Index) -> Index:

@@ -29,7 +29,7 @@ from tandem.integrations.sources import evidence, passage
 from tandem.io import check_text
 from tandem.registry import METHODS
 from tandem.secrets import redact
-from tandem.server.engine import Engine
+from tandem.server.engine import Engine, Lane
 from tandem.server.models import request_settings_model
 from tandem.settings import per_request
 from tandem.version import __version__
@@ -53,10 +53,11 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
     """The MCP server over ``engine``; questions and queries over ``max_question`` characters are refused."""
     server = MCPServer("tandem", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 
-    async def run(fn: Callable[..., T], *args: Any) -> T:
-        """``fn`` on one of the engine's workers (its queue's limit applies); tandem's errors as tool errors."""
+    async def run(fn: Callable[..., T], *args: Any, lane: Lane = "questions") -> T:
+        """``fn`` on one of the engine's workers of ``lane`` (its queue's limit applies); tandem's errors as
+        tool errors."""
         try:
-            return await asyncio.wrap_future(engine.submit(fn, *args))
+            return await asyncio.wrap_future(engine.submit(fn, *args, lane=lane))
         except TandemError as exc:
             raise ToolError(redact(str(exc))) from exc
 
@@ -75,7 +76,7 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
                      ) -> dict[str, Any]:
         """The top-k passages of an index for a query, best first: id, title, text, score, rank."""
         check("query", query)
-        hits = await run(engine.retrieve, query, index, k, retriever)
+        hits = await run(engine.retrieve, query, index, k, retriever, lane="searches")
         return {"query": query, "index": index or engine.default_index, "passages": [passage(h) for h in hits]}
 
     @server.tool(annotations=READ_ONLY)
