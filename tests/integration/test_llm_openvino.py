@@ -109,13 +109,14 @@ def test_relaxed_strings_give_the_bounded_grammars_replies_with_continuations(ll
 def test_the_engine_runs_in_its_own_process_and_a_dead_one_is_replaced() -> None:
     """The pipeline steps in a process of its own (openvino-genai holds the GIL through a step, which
     would stop this process's other threads): while it prefills a long prompt, a thread here keeps
-    running; a request waiting when that process dies fails with an error that says so, and the next
-    request starts a new one."""
+    running; a cancelled question's request leaves the batch; a request waiting when that process dies
+    fails with an error that says so, and the next request starts a new one."""
     import os
     import signal
     import threading
 
-    from tandem.errors import LLMError
+    from tandem.errors import Cancelled, LLMError
+    from tandem.types import TraceObserver, observe_traces
 
     llm = load_llm("local", engine="openvino", step_tokens=2048, engine_process=True)  # a long prompt in one step
     assert isinstance(llm, OVLLM) and llm._worker.proc.pid != os.getpid()
@@ -136,6 +137,24 @@ def test_the_engine_runs_in_its_own_process_and_a_dead_one_is_replaced() -> None
     ticker.join()
     # in-process, the thread advanced once per engine step (~2 s for this prompt on 2 cores)
     assert ticks[0] > 50 * seconds / 2, (ticks[0], seconds)
+
+    # a question cancelled while its call waits (the server's client went away): the call raises, and
+    # the request leaves the batch (the next request decodes alone)
+    observer, cancelled = TraceObserver(lambda i, step: None), []
+
+    def cancelled_call() -> None:
+        with observe_traces(observer):
+            unseen = LLMRequest.from_prompt("Repeat these words. " + "kappa lambda mu nu " * 400, max_tokens=400)
+            cancelled.append(_error_of(llm, unseen, Cancelled))  # a prompt not cached: seconds of prefill
+
+    caller = threading.Thread(target=cancelled_call)
+    caller.start()
+    time.sleep(1.0)  # the request is in the engine
+    observer.cancelled.set()
+    caller.join(30)
+    assert cancelled and cancelled[0].startswith("cancelled")
+    llm.peak_batch = 0
+    assert "Paris" in llm.complete(FRANCE).text and llm.peak_batch == 1
 
     failed: list[str] = []
     fresh = LLMRequest.from_prompt("Repeat these words. " + "epsilon zeta eta theta " * 400, max_tokens=400)

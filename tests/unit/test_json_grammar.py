@@ -194,3 +194,17 @@ def test_a_reply_the_cursor_cannot_follow_is_decoded_again_under_the_bounded_gra
     job.handle = _Handle([0, 1])
     assert engine.follow(job)
     assert job.cursor is None and job.kept == [] and job.config == (None, None)  # bounded, from the start
+
+
+def test_a_cancelled_request_leaves_the_batch_without_a_reply() -> None:
+    from tandem.llm.ov_worker import Job, Params
+
+    engine = _engine([b"x"])
+    running, other, waiting = Job(1, [1], Params(5)), Job(2, [1], Params(5)), Job(1, [2], Params(5))
+    running.handle, other.handle = _Handle([0]), _Handle([0])
+    engine.jobs = {10: running, 11: other}
+    engine.pending = [waiting]  # a continuation of the same request
+    engine.finished = [("done", 1, [0], "LENGTH", None), ("done", 2, [0], "LENGTH", None)]
+    engine.cancel(1)
+    assert running.handle.cancelled and not other.handle.cancelled
+    assert engine.jobs == {11: other} and engine.pending == [] and [m[1] for m in engine.finished] == [2]

@@ -135,6 +135,42 @@ def test_serve_on_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
                 proc.kill()
 
 
+def test_serve_past_its_grace_answers_503_and_exits_0_without_a_traceback(tmp_path):
+    index = tmp_path / "idx"
+    build_index([Document(f"d{i}", f"Title {i}", f"passage number {i} about rivers") for i in range(5)], index,
+                kind="bm25")
+    port = free_port()
+    with FakeOpenAIServer(answer="Paris", latency_s=4.0) as llm:
+        proc = subprocess.Popen([sys.executable, "-m", "tandem.cli", "serve", "--index", str(index), "--method", "direct",
+                                 "--llm", f"openai:m@{llm.base_url}", "--port", str(port), "--grace", "0.5"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                try:
+                    if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    time.sleep(0.2)
+            reply: dict = {}
+            ask = threading.Thread(target=lambda: reply.update(
+                r=httpx.post(f"{base}/v1/ask", json={"question": "Capital of France?"}, timeout=60)))
+            ask.start()
+            while llm.in_flight == 0 and ask.is_alive():
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGTERM)
+            ask.join(timeout=30)
+            assert reply["r"].status_code == 503
+            assert "the server stopped before this request was answered" in reply["r"].json()["error"]["message"]
+            output, _ = proc.communicate(timeout=30)
+            assert proc.returncode == 0, output
+            assert "tandem serve stopped" in output and "Traceback" not in output, output
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
 def test_an_llm_server_killed_mid_run_stops_the_run_and_a_resume_answers_each_question_once(tmp_path):
     dataset, run, pid_file, port = tmp_path / "items.jsonl", tmp_path / "run", tmp_path / "pids", free_port()
     dataset.write_text("".join(json.dumps({"id": f"q{i}", "question": f"What is item {i}?", "answer": f"item{i}"}) + "\n"

@@ -56,6 +56,7 @@ from tandem.llm.hf import (
 from tandem.llm.ov_worker import Params, Stats
 from tandem.llm.types import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
 from tandem.models import offline_env
+from tandem.types import current_observer
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +218,10 @@ class OVLLM:
 
     def complete(self, req: LLMRequest) -> LLMResponse:
         """Greedy (``temperature == 0``) or seeded sampling generation for one chat request; blocks
-        until done while other threads' requests decode in the same batch."""
+        until done while other threads' requests decode in the same batch. When the question it serves
+        is cancelled while it waits (:class:`tandem.types.TraceObserver`: the server's client went away,
+        or the server is stopping), the request leaves the batch and :class:`tandem.errors.Cancelled`
+        is raised."""
         constrained = req.json_schema is not None and self.constrains_json
         messages = req.messages if constrained else with_json_instruction(req)
         with self._tok_lock:
@@ -226,13 +230,16 @@ class OVLLM:
                         req.json_schema if constrained else None,
                         relaxed=constrained and req.temperature == 0 and self._token_bytes is not None)
         start = time.perf_counter()
-        future = self._submit(ids, params)
+        observer = current_observer()
+        rid, future = self._submit(ids, params)
         while True:
             try:  # wake now and then: a Ctrl-C that the OS gave to another thread is raised here
                 new_ids, _status = future.result(timeout=0.5)
                 break
             except TimeoutError:
-                continue
+                if observer is not None and observer.cancelled.is_set():  # the question was cancelled
+                    self._cancel(rid)
+                    observer.check()
         latency = time.perf_counter() - start
         ended = bool(new_ids) and new_ids[-1] in self.eos_token_ids
         with self._tok_lock:
@@ -272,7 +279,7 @@ class OVLLM:
             self._finalizer.detach()  # the engine it stopped has ended
         self._finalizer = weakref.finalize(self, worker.kill)
 
-    def _submit(self, ids: list[int], params: Params) -> Future[tuple[list[int], str]]:
+    def _submit(self, ids: list[int], params: Params) -> tuple[int, Future[tuple[list[int], str]]]:
         future: Future[tuple[list[int], str]] = Future()
         with self._lock:
             if self._closed:
@@ -288,7 +295,16 @@ class OVLLM:
                 del self._waiting[rid]
                 raise LLMError(f"{self.spec}: the engine process is gone ({exc}); the next request starts a new one") \
                     from exc
-        return future
+        return rid, future
+
+    def _cancel(self, rid: int) -> None:
+        """Stop waiting for request ``rid`` and have the engine drop it from its batch."""
+        with self._lock:
+            self._waiting.pop(rid, None)
+            try:
+                self._worker.send(("cancel", rid))
+            except OSError:
+                pass  # the engine is gone: nothing runs the request
 
     def _answer(self, message: tuple[Any, ...] | None, ended: str = "") -> None:
         """A reply from the engine process (called on its reader thread); None: the process ended, so

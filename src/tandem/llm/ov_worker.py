@@ -13,8 +13,8 @@ of the rest), and send back what finished.
 
 Messages, parent to worker: an init dict (first: the model is loaded from it at once), then
 ``("tokens", eos_token_ids, token_bytes)`` (the tokenizer's part, sent when the parent has loaded it),
-``("job", rid, ids, Params)``, ``("stop",)`` (finish
-what runs, then exit). Worker to parent: ``("ready", None)`` or ``("failed", message)`` once, then
+``("job", rid, ids, Params)``, ``("cancel", rid)`` (drop a request whose caller stopped waiting: no
+reply), ``("stop",)`` (finish what runs, then exit). Worker to parent: ``("ready", None)`` or ``("failed", message)`` once, then
 ``("done", rid, token_ids, status, Stats)`` or ``("error", rid, message)`` per request. The worker exits
 when the parent's end of the socket closes (the parent ended or was killed); it ignores Ctrl-C, which
 the parent handles.
@@ -97,6 +97,7 @@ class Engine:
         self._ids = itertools.count()
         self.pending: list[Job] = []  # admitted at the next step: new requests and continuations
         self.finished: list[tuple[Any, ...]] = []  # replies that ended outside a step, sent after the next
+        self._dropped = False  # a cancelled request awaits the step that frees its blocks
 
     def submit(self, rid: int, ids: list[int], params: Params) -> None:
         """Queue a request for the next step."""
@@ -139,6 +140,17 @@ class Engine:
             return ("error", job.rid, f"{self.spec}: request refused: {exc}")
         self.jobs[pid] = job
         return None
+
+    def cancel(self, rid: int) -> None:
+        """Drop request ``rid`` (its caller stopped waiting): it leaves the batch at the next step and
+        gets no reply."""
+        self.pending = [job for job in self.pending if job.rid != rid]
+        self.finished = [reply for reply in self.finished if reply[1] != rid]
+        for pid, job in list(self.jobs.items()):
+            if job.rid == rid:
+                job.handle.cancel()
+                del self.jobs[pid]
+                self._dropped = True  # the pipeline frees it at its next step
 
     def follow(self, job: Job) -> bool:
         """Read a relaxed job's new tokens into its cursor; at a token that takes a long string past its
@@ -184,8 +196,9 @@ class Engine:
             if refused:
                 out.append(refused)
         self.pending = []
-        if not self.jobs:
+        if not self.jobs and not self._dropped:
             return out
+        self._dropped = False
         for job in self.jobs.values():
             job.peak = max(job.peak, len(self.jobs))
         try:
@@ -221,7 +234,7 @@ class Engine:
     @property
     def busy(self) -> bool:
         """True while requests run or wait for the next step."""
-        return bool(self.jobs or self.pending or self.finished)
+        return bool(self.jobs or self.pending or self.finished or self._dropped)
 
 
 def load(init: dict[str, Any]) -> tuple[Any, Any]:
@@ -251,13 +264,17 @@ def serve(conn: Connection) -> None:
     conn.send(("ready", None))
     stopping = False
     while True:
-        while not stopping and (conn.poll(None if not engine.busy else 0)):
+        while conn.poll(0 if engine.busy or stopping else None):  # cancels are read while stopping too
             try:
                 message = conn.recv()
             except (EOFError, OSError):  # the parent is gone: nobody to answer
                 return
             if message[0] == "stop":
                 stopping = True
+            elif message[0] == "cancel":
+                engine.cancel(message[1])
+            elif stopping:
+                conn.send(("error", message[1], f"{init['spec']}: the engine is stopping"))
             else:
                 _, rid, ids, params = message
                 engine.submit(rid, ids, params)

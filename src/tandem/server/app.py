@@ -115,6 +115,33 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+class StopReply:
+    """ASGI middleware: a request still running when the server's grace period ends (uvicorn cancels
+    it) gets 503 saying so, instead of uvicorn's bare 500 and a traceback in the log; a reply already
+    started (a stream) just ends."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: dict[str, Any]) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except asyncio.CancelledError:
+            if not started:
+                await _error(503, "the server stopped before this request was answered; send it again when "
+                             "the server is back", "unavailable")(scope, receive, send)
+
+
 def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 << 20, max_question: int = 2000,
                max_upload: int = 20 << 20, cors: list[str] | None = None) -> FastAPI:
     """The FastAPI app over ``engine``."""
@@ -135,6 +162,7 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
     app.add_middleware(BodyLimit, max_body=max_body, max_upload=max_upload)
     _allow_header_on_405(app, {} if engine.uploads is not None else {
         ("POST", "/v1/indexes"): "this server takes no uploads (start it with --uploads DIR)"})
+    app.add_middleware(StopReply)  # outside the others: it sees the cancellation at the end of the grace
     if cors:  # added last, so outermost: preflight requests are answered before the key is asked for
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -372,12 +400,18 @@ async def _run_streaming(engine: Engine, question: str, method: str | None, inde
     sent: list[int] = []
     cancelled = threading.Event()
 
+    def post(item: tuple[str, Any]) -> None:  # from the worker thread
+        try:
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+        except RuntimeError:  # the loop is closed: the server stopped, nobody reads the stream
+            pass
+
     def on_step(step: dict[str, Any]) -> None:
         sent.append(step["index"])
-        loop.call_soon_threadsafe(queue.put_nowait, ("step", step))
+        post(("step", step))
 
     future = engine.submit(engine.ask, question, method, index, settings, on_step, cancelled)
-    future.add_done_callback(lambda f: loop.call_soon_threadsafe(queue.put_nowait, ("done", None)))
+    future.add_done_callback(lambda f: post(("done", None)))
     try:
         yield ("started", None)
         while True:

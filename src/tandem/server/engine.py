@@ -107,6 +107,8 @@ class Engine:
         if isinstance(llm, str) and parse_spec(llm)[0] == "local":
             opts.setdefault("engine_process", True)  # the handlers keep answering while the model computes
         self.llm: LLM = load_llm(llm, **opts) if isinstance(llm, str) else llm
+        self._owns_llm = isinstance(llm, str)  # closed with the server (an engine process stops)
+        self._running: set[threading.Event] = set()  # the cancel events of the questions being answered
         self.llm_spec = llm if isinstance(llm, str) else getattr(llm, "spec", type(llm).__name__)
         self.default_method = method
         self._methods: dict[tuple[str, str | None, str], tuple[Method, DocStore | None]] = {}
@@ -197,11 +199,18 @@ class Engine:
         the method at its next step or LLM call."""
         check_text("question", question)
         runnable, store = self.method(method, index, settings)
+        cancelled = cancelled or threading.Event()
         observer = TraceObserver(lambda i, step: on_step(step_payload(i, step, store)) if on_step else None,
-                                 cancelled or threading.Event())
+                                 cancelled)
         start = time.perf_counter()
-        with observe_traces(observer):
-            answer = runnable.answer(Question("ask", question))
+        with self._lock:
+            self._running.add(cancelled)
+        try:
+            with observe_traces(observer):
+                answer = runnable.answer(Question("ask", question))
+        finally:
+            with self._lock:
+                self._running.discard(cancelled)
         return answer_payload(answer, store, method or self.default_method, time.perf_counter() - start)
 
     def submit(self, fn: Callable[..., T], *args: Any, lane: Lane = "questions", **kwargs: Any) -> Future[T]:
@@ -271,8 +280,17 @@ class Engine:
             job["seconds"] = round(time.perf_counter() - start, 3)
 
     def close(self) -> None:
+        """Stop: questions waiting in the queue are dropped, those being answered are cancelled (the
+        LLM call each waits on leaves the engine's batch), and an LLM the server loaded is closed."""
+        with self._lock:
+            running = list(self._running)
+        for event in running:
+            event.set()
         for pool in self._pools.values():
             pool.shutdown()
+        close = getattr(self.llm, "close", None)
+        if self._owns_llm and callable(close):
+            close()
 
 
 def _loaded(index: Index) -> Index:

@@ -36,7 +36,7 @@ def serve_until_stopped(app: Any, *, host: str, port: int, grace: float, on_stop
     """Serve ``app`` until a stop signal; in-flight requests get ``grace`` seconds; ``on_stop()`` runs
     after (e.g. the engine cancelling queued questions)."""
     try:
-        GracefulServer(uvicorn.Config(app, host=host, port=port, log_level="warning",
+        GracefulServer(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",  # none used
                                       timeout_graceful_shutdown=grace)).run()
     finally:
         if on_stop is not None:
