@@ -1,10 +1,11 @@
 """Stopping servers: ``tandem llm serve`` leaves no vLLM behind however it is stopped (checked by
 PID, with a fake vLLM that forks a worker as vLLM does); ``tandem serve`` on SIGTERM finishes the
-request in flight, stops taking new ones and exits 0; an LLM server killed with ``kill -9`` mid-run
+request in flight, stops taking new ones and exits 0 (a request past the grace gets 503); an LLM server killed with ``kill -9`` mid-run
 stops the run after ``--max-failures`` and a resume answers every question exactly once."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -13,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -97,78 +99,66 @@ def test_llm_serve_leaves_no_server_behind(tmp_path, sig):
                 os.kill(pid, signal.SIGKILL)
 
 
-def test_serve_on_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
+@contextlib.contextmanager
+def serving(tmp_path: Path, llm: FakeOpenAIServer, grace: float) -> Iterator[tuple[subprocess.Popen, str]]:
+    """``tandem serve`` (method direct, over a small index, on ``llm``) as a process, once it answers."""
     index = tmp_path / "idx"
     build_index([Document(f"d{i}", f"Title {i}", f"passage number {i} about rivers") for i in range(5)], index,
                 kind="bm25")
     port = free_port()
-    with FakeOpenAIServer(answer="Paris", latency_s=2.0) as llm:
-        proc = subprocess.Popen([sys.executable, "-m", "tandem.cli", "serve", "--index", str(index), "--method", "direct",
-                                 "--llm", f"openai:m@{llm.base_url}", "--port", str(port), "--grace", "20"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-        try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.2)
-            reply: dict = {}
-            ask = threading.Thread(target=lambda: reply.update(
-                r=httpx.post(f"{base}/v1/ask", json={"question": "Capital of France?"}, timeout=60)))
-            ask.start()
-            while llm.in_flight == 0 and ask.is_alive():  # the question has reached the LLM
-                time.sleep(0.05)
-            proc.send_signal(signal.SIGTERM)
-            time.sleep(0.5)
-            with pytest.raises(httpx.ConnectError):  # no new requests once stopping
-                httpx.get(f"{base}/healthz", timeout=2)
-            ask.join(timeout=30)
-            assert reply["r"].status_code == 200 and reply["r"].json()["answer"] == "Paris"
-            output, _ = proc.communicate(timeout=30)
-            assert proc.returncode == 0, output
-            assert "tandem serve stopped" in output
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    proc = subprocess.Popen([sys.executable, "-m", "tandem.cli", "serve", "--index", str(index), "--method", "direct",
+                             "--llm", f"openai:m@{llm.base_url}", "--port", str(port), "--grace", str(grace)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        yield proc, base
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def ask_in_background(base: str, llm: FakeOpenAIServer) -> tuple[threading.Thread, dict]:
+    """POST /v1/ask on a thread; returns once the question has reached the LLM."""
+    reply: dict = {}
+    ask = threading.Thread(target=lambda: reply.update(
+        r=httpx.post(f"{base}/v1/ask", json={"question": "Capital of France?"}, timeout=60)))
+    ask.start()
+    while llm.in_flight == 0 and ask.is_alive():
+        time.sleep(0.05)
+    return ask, reply
+
+
+def test_serve_on_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path):
+    with FakeOpenAIServer(answer="Paris", latency_s=2.0) as llm, serving(tmp_path, llm, grace=20) as (proc, base):
+        ask, reply = ask_in_background(base, llm)
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        with pytest.raises(httpx.ConnectError):  # no new requests once stopping
+            httpx.get(f"{base}/healthz", timeout=2)
+        ask.join(timeout=30)
+        assert reply["r"].status_code == 200 and reply["r"].json()["answer"] == "Paris"
+        output, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, output
+        assert "tandem serve stopped" in output
 
 
 def test_serve_past_its_grace_answers_503_and_exits_0_without_a_traceback(tmp_path):
-    index = tmp_path / "idx"
-    build_index([Document(f"d{i}", f"Title {i}", f"passage number {i} about rivers") for i in range(5)], index,
-                kind="bm25")
-    port = free_port()
-    with FakeOpenAIServer(answer="Paris", latency_s=4.0) as llm:
-        proc = subprocess.Popen([sys.executable, "-m", "tandem.cli", "serve", "--index", str(index), "--method", "direct",
-                                 "--llm", f"openai:m@{llm.base_url}", "--port", str(port), "--grace", "0.5"],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
-        try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 90
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.2)
-            reply: dict = {}
-            ask = threading.Thread(target=lambda: reply.update(
-                r=httpx.post(f"{base}/v1/ask", json={"question": "Capital of France?"}, timeout=60)))
-            ask.start()
-            while llm.in_flight == 0 and ask.is_alive():
-                time.sleep(0.05)
-            proc.send_signal(signal.SIGTERM)
-            ask.join(timeout=30)
-            assert reply["r"].status_code == 503
-            assert "the server stopped before this request was answered" in reply["r"].json()["error"]["message"]
-            output, _ = proc.communicate(timeout=30)
-            assert proc.returncode == 0, output
-            assert "tandem serve stopped" in output and "Traceback" not in output, output
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+    with FakeOpenAIServer(answer="Paris", latency_s=4.0) as llm, serving(tmp_path, llm, grace=0.5) as (proc, base):
+        ask, reply = ask_in_background(base, llm)
+        proc.send_signal(signal.SIGTERM)
+        ask.join(timeout=30)
+        assert reply["r"].status_code == 503
+        assert "the server stopped before this request was answered" in reply["r"].json()["error"]["message"]
+        output, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, output
+        assert "tandem serve stopped" in output and "Traceback" not in output, output
 
 
 def test_an_llm_server_killed_mid_run_stops_the_run_and_a_resume_answers_each_question_once(tmp_path):
