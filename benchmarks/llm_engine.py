@@ -137,7 +137,8 @@ def method_seconds(method: str, llm_spec: str, llm_opts: list[str], index: Path,
         done = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - start
         if done.returncode != 0:
-            return {"error": (done.stderr or done.stdout).strip().splitlines()[-1:]}
+            text = (done.stderr or done.stdout).strip()
+            return {"error": " ".join(text[text.rfind("error:"):].split()) if "error:" in text else text[-500:]}
         metrics = json.loads((Path(out) / "run" / "metrics.json").read_text())
     return {"s_per_q": wall / questions, "wall_s": wall, "em": metrics.get("em"), "f1": metrics.get("f1"),
             "fallback_rate": metrics.get("fallback_rate"), "errors": metrics.get("errors")}
@@ -326,7 +327,8 @@ def main() -> None:
             if args.skip_methods:
                 continue
             index = ensure_index(args.index)
-            spec, opts = (f"openai:smollm2@{vllm_url}", ["json_mode=schema", "max_concurrency=16"]) \
+            # timeout: on a 2-core CPU, vLLM keeps 8 DualRAG questions' requests waiting past the 60 s default
+            spec, opts = (f"openai:smollm2@{vllm_url}", ["json_mode=schema", "max_concurrency=16", "timeout=900"]) \
                 if engine == "vllm" else ("local", [f"engine={engine}", *ov_opts])
             for method in args.methods:
                 for c in args.concurrency:

@@ -236,6 +236,17 @@ def test_eval_against_a_dead_server_stops_early_and_exits_1(tmp_path):
     assert metrics["partial"] is True and metrics["errors"] == 3
 
 
+def test_eval_against_a_server_too_slow_for_the_timeout_says_how_to_give_it_longer(tmp_path):
+    with FakeOpenAIServer(latency_s=2.0) as srv:
+        res = tandem("eval", "qa", "--method", "direct", "--dataset", str(shared("fixtures/hotpot_example.jsonl")),
+                     "--llm", f"openai:m@{srv.base_url}", "--llm-opt", "timeout=0.2", "--llm-opt", "backoff_base=0.01",
+                     "--out", str(tmp_path / "run"))
+    assert res.returncode == 1, res.stderr
+    err = " ".join(res.stderr.split())
+    assert "stopped after 3 questions in a row could not reach the LLM server" in err
+    assert "give each reply longer: --llm-opt timeout=SECONDS" in err
+
+
 def test_malformed_replies_are_per_question_errors_and_the_run_goes_on(tmp_path):
     faults = [Fault("null_choice", pattern="item 1\\?"), Fault("bad_gzip", pattern="item 2\\?")]
     with FakeOpenAIServer(answer="ok", faults=faults) as srv:

@@ -139,7 +139,7 @@ def run_one(method: Method, question: Question, *, judge_llm: LLM | None, reansw
         record.update({"error": redact(f"{type(exc).__name__}: {exc}"), "traceback": redact(traceback.format_exc()),
                        "seconds": round(time.perf_counter() - start, 3)})
         if isinstance(exc, LLMError) and exc.unreachable:
-            record["unreachable"] = True
+            record["unreachable"] = exc.kind  # "connect" or "timeout"
     return record
 
 
@@ -259,7 +259,10 @@ def run_qa(
             if max_consecutive_failures and streak >= max_consecutive_failures:
                 stopped = (f"stopped after {streak} questions in a row could not reach the LLM server (last: "
                            f"{record['error']}); the {len(records) - streak} finished questions are saved in "
-                           f"{path}: run the same command again to resume")
+                           f"{path}: run the same command again to resume"
+                           + ("; if the server is busy rather than down (many questions at once on a CPU), give "
+                              "each reply longer: --llm-opt timeout=SECONDS (default 60)"
+                              if record["unreachable"] == "timeout" else ""))
                 break
         if judge_llm is not None and not stopped and calibrate:
             calibration = _calibration(run.folder / JUDGE_CALIBRATION, judge_llm, questions, records, calibrate,
