@@ -300,3 +300,22 @@ def test_two_uploads_of_one_name_do_not_run_at_once(tmp_path, index_dir):
     again = client.post("/v1/indexes", json={"name": "same", "files": files})
     assert again.status_code == 409 and "being built by another job" in again.json()["error"]["message"]
     gate.set()
+
+
+def test_an_upload_refused_by_a_full_build_queue_leaves_its_name_free(tmp_path, index_dir):
+    from tandem.server.engine import _Pool
+
+    gate = threading.Event()
+    engine = Engine({"demo": index_dir}, FakeLLM(default="x"), method="naive_rag", uploads=tmp_path / "up")
+    engine._pools["builds"] = _Pool("builds", 1, 1)  # room for one build, running or waiting
+    engine.submit(gate.wait, 10, lane="builds")
+    client = TestClient(create_app(engine))
+    files = {"a.txt": "Warsaw is in Poland."}
+    full = client.post("/v1/indexes", json={"name": "later", "files": files})
+    assert full.status_code == 429 and "queue is full (1 builds admitted)" in full.json()["error"]["message"]
+    gate.set()
+    deadline = time.time() + 10
+    while (accepted := client.post("/v1/indexes", json={"name": "later", "files": files})).status_code == 429 \
+            and time.time() < deadline:
+        time.sleep(0.05)  # the gate's slot is released when its future is done
+    assert accepted.status_code == 202  # not 409 "being built by another job"

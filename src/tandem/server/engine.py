@@ -241,7 +241,12 @@ class Engine:
             for k in finished[:max(0, len(self.jobs) - MAX_JOBS + 1)]:
                 del self.jobs[k]
             self.jobs[job["id"]] = job
-        self.submit(self._build, job, dict(files), lane="builds")
+        try:
+            self.submit(self._build, job, dict(files), lane="builds")
+        except Busy:  # not queued: the name is free again
+            with self._lock:
+                self.jobs.pop(job["id"], None)
+            raise
         return dict(job)
 
     def _build(self, job: dict[str, Any], files: dict[str, str]) -> None:
