@@ -208,3 +208,7 @@ def test_a_cancelled_request_leaves_the_batch_without_a_reply() -> None:
     engine.cancel(1)
     assert running.handle.cancelled and not other.handle.cancelled
     assert engine.jobs == {11: other} and engine.pending == [] and [m[1] for m in engine.finished] == [2]
+    alone = _engine([b"x"])
+    alone.pending = [Job(3, [1], Params(5))]  # a continuation: its first attempt was cancelled in the pipeline
+    alone.cancel(3)
+    assert alone.pending == [] and alone.busy  # one more step frees the attempt's blocks

@@ -319,3 +319,49 @@ def test_an_upload_refused_by_a_full_build_queue_leaves_its_name_free(tmp_path, 
             and time.time() < deadline:
         time.sleep(0.05)  # the gate's slot is released when its future is done
     assert accepted.status_code == 202  # not 409 "being built by another job"
+
+
+def test_a_closed_engine_cancels_a_question_that_starts_after_it(index_dir):
+    from tandem.errors import Cancelled
+
+    llm = FakeLLM(default="Warsaw")
+    engine = Engine({"demo": index_dir}, llm, method="naive_rag")
+    engine.close()  # e.g. a worker that picked the question up as the server stopped
+    with pytest.raises(Cancelled):
+        engine.ask(QUESTION)
+    assert not llm.calls
+
+
+@pytest.mark.parametrize(("path", "content_type", "ending"), [
+    ("/v1/ask", None, None),
+    ("/v1/ask/stream", b"text/event-stream", b"event: error\ndata: {\"status\": 503"),
+    ("/v1/chat/completions", b"text/event-stream", b"data: {\"error\": {\"status\": 503"),
+])
+def test_a_request_cut_off_by_the_servers_stop_ends_with_503_in_its_own_format(path, content_type, ending):
+    import asyncio
+
+    from tandem.server.app import StopReply
+
+    sent: list[dict] = []
+
+    async def app(scope, receive, send):
+        if content_type is not None:
+            await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", content_type)]})
+        await asyncio.sleep(3600)  # a question being answered
+
+    async def send(message):
+        sent.append(message)
+
+    async def main():
+        task = asyncio.create_task(StopReply(app)({"type": "http", "path": path}, None, send))
+        await asyncio.sleep(0.01)
+        task.cancel()  # what uvicorn does at the end of the grace period
+        await task
+
+    asyncio.run(main())
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    assert sent[-1]["type"] == "http.response.body" and not sent[-1].get("more_body")
+    if content_type is None:
+        assert sent[0]["status"] == 503 and b"the server stopped before this request was answered" in body
+    else:
+        assert body.startswith(ending), body

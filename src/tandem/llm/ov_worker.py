@@ -144,8 +144,11 @@ class Engine:
     def cancel(self, rid: int) -> None:
         """Drop request ``rid`` (its caller stopped waiting): it leaves the batch at the next step and
         gets no reply."""
+        before = len(self.pending) + len(self.finished)
         self.pending = [job for job in self.pending if job.rid != rid]
         self.finished = [reply for reply in self.finished if reply[1] != rid]
+        # a continuation or a reply that ended outside a step leaves an attempt cancelled in the pipeline
+        self._dropped = self._dropped or len(self.pending) + len(self.finished) < before
         for pid, job in list(self.jobs.items()):
             if job.rid == rid:
                 job.handle.cancel()

@@ -48,7 +48,7 @@ from tandem.io import SURROGATE, check_text, lone_surrogate
 from tandem.registry import METHODS
 from tandem.secrets import redact, register_secret
 from tandem.server import models as M
-from tandem.server.engine import Busy, Engine
+from tandem.server.engine import Busy, Engine, call_in_loop
 from tandem.settings import per_request
 from tandem.version import __version__
 
@@ -115,10 +115,14 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+STOPPED = "the server stopped before this request was answered; send it again when the server is back"
+
+
 class StopReply:
     """ASGI middleware: a request still running when the server's grace period ends (uvicorn cancels
-    it) gets 503 saying so, instead of uvicorn's bare 500 and a traceback in the log; a reply already
-    started (a stream) just ends."""
+    it) gets 503 saying so, instead of uvicorn's bare 500 and a traceback in the log; a stream already
+    started ends with an error event in its own format (``/v1/ask/stream``'s ``error`` event, or a
+    chat chunk holding ``error``)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -127,19 +131,27 @@ class StopReply:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
+        started = streaming = False
 
         async def tracked(message: dict[str, Any]) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
+            nonlocal started, streaming
+            if message["type"] == "http.response.start":
+                started = True
+                streaming = dict(message.get("headers", [])).get(b"content-type", b"").startswith(b"text/event-stream")
             await send(message)
 
         try:
             await self.app(scope, receive, tracked)
         except asyncio.CancelledError:
             if not started:
-                await _error(503, "the server stopped before this request was answered; send it again when "
-                             "the server is back", "unavailable")(scope, receive, send)
+                await _error(503, STOPPED, "unavailable")(scope, receive, send)
+                return
+            error, event = {"status": 503, "message": STOPPED, "type": "unavailable"}, ""
+            if streaming and scope["path"].startswith("/v1/chat/"):
+                event = f"data: {json.dumps({'error': error})}\n\n"
+            elif streaming:
+                event = f"event: error\ndata: {json.dumps(error)}\n\n"
+            await send({"type": "http.response.body", "body": event.encode(), "more_body": False})
 
 
 def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 << 20, max_question: int = 2000,
@@ -400,18 +412,12 @@ async def _run_streaming(engine: Engine, question: str, method: str | None, inde
     sent: list[int] = []
     cancelled = threading.Event()
 
-    def post(item: tuple[str, Any]) -> None:  # from the worker thread
-        try:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
-        except RuntimeError:  # the loop is closed: the server stopped, nobody reads the stream
-            pass
-
     def on_step(step: dict[str, Any]) -> None:
         sent.append(step["index"])
-        post(("step", step))
+        call_in_loop(loop, queue.put_nowait, ("step", step))
 
     future = engine.submit(engine.ask, question, method, index, settings, on_step, cancelled)
-    future.add_done_callback(lambda f: post(("done", None)))
+    future.add_done_callback(lambda f: call_in_loop(loop, queue.put_nowait, ("done", None)))
     try:
         yield ("started", None)
         while True:

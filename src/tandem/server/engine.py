@@ -5,6 +5,7 @@ cancellation). The routes in :mod:`tandem.server.app` are thin over this."""
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import logging
 import re
@@ -109,6 +110,7 @@ class Engine:
         self.llm: LLM = load_llm(llm, **opts) if isinstance(llm, str) else llm
         self._owns_llm = isinstance(llm, str)  # closed with the server (an engine process stops)
         self._running: set[threading.Event] = set()  # the cancel events of the questions being answered
+        self._closing = False
         self.llm_spec = llm if isinstance(llm, str) else getattr(llm, "spec", type(llm).__name__)
         self.default_method = method
         self._methods: dict[tuple[str, str | None, str], tuple[Method, DocStore | None]] = {}
@@ -198,14 +200,16 @@ class Engine:
         ``on_step`` gets each step (:func:`step_payload`) as it completes; setting ``cancelled`` stops
         the method at its next step or LLM call."""
         check_text("question", question)
-        runnable, store = self.method(method, index, settings)
         cancelled = cancelled or threading.Event()
-        observer = TraceObserver(lambda i, step: on_step(step_payload(i, step, store)) if on_step else None,
-                                 cancelled)
-        start = time.perf_counter()
         with self._lock:
+            if self._closing:
+                cancelled.set()
             self._running.add(cancelled)
+        start = time.perf_counter()
         try:
+            runnable, store = self.method(method, index, settings)
+            observer = TraceObserver(lambda i, step: on_step(step_payload(i, step, store)) if on_step else None,
+                                     cancelled)
             with observe_traces(observer):
                 answer = runnable.answer(Question("ask", question))
         finally:
@@ -243,7 +247,7 @@ class Engine:
             self.jobs[job["id"]] = job
         try:
             self.submit(self._build, job, dict(files), lane="builds")
-        except Busy:  # not queued: the name is free again
+        except (Busy, RuntimeError):  # not queued (a full queue, or the server stopping): the name is free again
             with self._lock:
                 self.jobs.pop(job["id"], None)
             raise
@@ -287,15 +291,24 @@ class Engine:
     def close(self) -> None:
         """Stop: questions waiting in the queue are dropped, those being answered are cancelled (the
         LLM call each waits on leaves the engine's batch), and an LLM the server loaded is closed."""
-        with self._lock:
-            running = list(self._running)
-        for event in running:
-            event.set()
         for pool in self._pools.values():
             pool.shutdown()
+        with self._lock:  # a question that starts from now on is cancelled at once (ask)
+            self._closing = True
+            for event in self._running:
+                event.set()
         close = getattr(self.llm, "close", None)
         if self._owns_llm and callable(close):
             close()
+
+
+def call_in_loop(loop: asyncio.AbstractEventLoop, fn: Callable[..., Any], *args: Any) -> None:
+    """Have ``loop``'s thread run ``fn(*args)`` (from a worker thread); nothing once the loop has closed
+    (the server stopped: nobody is left to read what a question still reports)."""
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:  # the loop is closed
+        pass
 
 
 def _loaded(index: Index) -> Index:

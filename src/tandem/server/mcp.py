@@ -29,7 +29,7 @@ from tandem.integrations.sources import evidence, passage
 from tandem.io import check_text
 from tandem.registry import METHODS
 from tandem.secrets import redact
-from tandem.server.engine import Engine, Lane
+from tandem.server.engine import Engine, Lane, call_in_loop
 from tandem.server.models import request_settings_model
 from tandem.settings import per_request
 from tandem.version import __version__
@@ -95,10 +95,16 @@ def create_mcp(engine: Engine, *, max_question: int = 2000) -> MCPServer:
         stop = threading.Event()
 
         reported: list[int] = []
+        sending: set[asyncio.Task[Any]] = set()  # progress notifications under way (kept until sent)
+
+        def report(step: dict[str, Any]) -> None:  # on the loop
+            task = loop.create_task(ctx.report_progress(step["index"] + 1, None, step_summary(step)))
+            sending.add(task)
+            task.add_done_callback(sending.discard)
 
         def on_step(step: dict[str, Any]) -> None:  # on the worker: the notification is sent from the loop
             reported.append(step["index"])
-            asyncio.run_coroutine_threadsafe(ctx.report_progress(step["index"] + 1, None, step_summary(step)), loop)
+            call_in_loop(loop, report, step)
 
         try:
             result = await run(engine.ask, question, method, index, settings or {}, on_step, stop)
