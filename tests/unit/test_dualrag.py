@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 
 import pytest
 
@@ -220,6 +223,78 @@ def test_none_summary_rule_is_exact(search):
     s1 = ans.trace.steps[0]
     assert s1.notes["summaries"] == {"Marie Curie": None, "Paris": "Nonetheless, Paris is the capital of France."}
     assert s1.notes["outline"] == "#### Paris\n\nNonetheless, Paris is the capital of France."  # empty entity removed
+
+
+def test_a_steps_summaries_go_at_once_where_the_llm_batches_with_the_trace_of_one_by_one(search):
+    """Two entities with unread documents: on a batching LLM both Summarizer calls are in flight together (a
+    barrier both must reach), and the trace, notes and outline are those of the calls made one by one."""
+    def run(batches: bool) -> tuple[list, dict, str]:
+        barrier = threading.Barrier(2 if batches else 1, timeout=10)
+
+        def meet(text: str):
+            return lambda req: (barrier.wait(), text)[1]
+
+        roles = Roles(reasoner=[think("need"), think("done", False)],
+                      entity=[plan(("Marie Curie", ["Marie Curie"]), ("Paris", ["Paris Seine"]))])
+        roles.llms["summarizer"] = FakeLLM(batches=batches, rules=[
+            ("Entity: Marie Curie", meet(note("Marie Curie was born in Warsaw."))),
+            ("Entity: Paris", meet("not JSON at all")),  # a parse error, then the repair round
+            ("could not be used", note("Paris is on the Seine.")),
+        ])
+        ans = roles.method(search).answer(QUESTION)
+        calls = [(c.role, c.output, c.parse_error, c.outcome) for c in ans.trace.llm_calls]
+        return calls, ans.trace.steps[0].notes, ans.trace.docs_read
+
+    at_once, one_by_one = run(True), run(False)
+    assert at_once == one_by_one
+    calls, notes, _read = at_once
+    assert [c[0] for c in calls] == ["reasoner", "entity_identifier", "summarizer", "summarizer", "summarizer:repair",
+                                     "reasoner", "answer"]
+    assert notes["summaries"] == {"Marie Curie": "Marie Curie was born in Warsaw.", "Paris": "Paris is on the Seine."}
+    assert notes["outline"] == "#### Marie Curie\n\nMarie Curie was born in Warsaw.\n\n#### Paris\n\nParis is on the Seine."
+    assert len(notes["parse_errors"]) == 1 and notes["parse_errors"][0].startswith("summarizer:")
+
+
+def test_parallel_summaries_off_sends_them_one_by_one(search):
+    roles = Roles(reasoner=[think("need"), think("done", False)],
+                  entity=[plan(("Marie Curie", ["Marie Curie"]), ("Paris", ["Paris Seine"]))])
+    active, most = [0], [0]
+    lock = threading.Lock()
+
+    def count(req):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        time.sleep(0.2)
+        with lock:
+            active[0] -= 1
+        return note("x")
+
+    roles.llms["summarizer"] = FakeLLM(batches=True, default=count)
+    roles.method(search, parallel_summaries=False).answer(QUESTION)
+    assert most[0] == 1 and len(roles.llms["summarizer"].calls) == 2
+
+
+def test_warm_requests_begin_as_each_roles_prompts_do_and_carry_its_schema(search):
+    """What warm_up computes ahead is what every call of the role begins with: the role's instructions and
+    demonstrations, to the role's LLM, under the schema its calls send."""
+    roles = two_hop_roles()
+    method = roles.method(search)
+    warm = method.warm_requests()
+    method.answer(QUESTION)
+    assert len(warm) == 4 and {id(llm) for llm, _ in warm} == {id(llm) for llm in roles.llms.values()}
+    heads = {"reasoner": P.REASONER_HEAD, "entity_identifier": P.ENTITY_HEAD, "summarizer": P.SUMMARIZER_HEAD,
+             "answer": P.ANSWER_HEAD["short"]}
+    for llm, req in warm:
+        name = next(n for n, one in roles.llms.items() if one is llm)
+        assert req.max_tokens == 1
+        for real in llm.calls:
+            shared = os.path.commonprefix([req.last_user, real.last_user])
+            assert shared.startswith(heads[name]) and len(shared) > len(heads[name]), name
+            assert req.json_schema == real.json_schema, name
+    off = roles.method(search, use_reasoner=False, use_outline=False).warm_requests()
+    assert [r.last_user.startswith(P.THOUGHT_HEAD) for _, r in off].count(True) == 1
+    assert not any(r.last_user.startswith((P.REASONER_HEAD, P.SUMMARIZER_HEAD)) for _, r in off)
 
 
 def test_outline_keeps_earlier_content_when_a_later_summary_is_none():

@@ -181,6 +181,8 @@ def parse_settings(items: list[str]) -> dict:
     return parse_pairs(items, "--set")
 
 
+WARM_UP_HELP = ("At start, compute what every prompt of the default method's roles begins with, where the LLM keeps it "
+                "(the embedded engine's prefix cache): the first question is spared it.")
 LLM_OPT_HELP = ("LLM option KEY=VALUE, repeatable: json_mode, timeout, max_retries, max_concurrency, ... "
                 "(per backend), temperature, max_tokens[.ROLE]. A wrong key lists the valid ones.")
 

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tandem.cli.common import LLM_OPT_HELP, console
+from tandem.cli.common import LLM_OPT_HELP, WARM_UP_HELP, console
 from tandem.cli.serve import _indexes
 from tandem.errors import ConfigError
 from tandem.secrets import register_secret
@@ -39,6 +39,7 @@ def mcp(
     max_question: Annotated[int, typer.Option(help="Longest question or query in characters.")] = 2000,
     api_key_file: Annotated[Optional[Path], typer.Option(
         help="With --transport http: file holding the API key (else $TANDEM_API_KEY; none: open).")] = None,
+    warm_up: Annotated[bool, typer.Option(help=WARM_UP_HELP)] = True,
 ) -> None:
     """Serve tandem's search and methods to MCP clients (agents, IDEs): tools search, ask, list_indexes,
     list_methods; passages as resources passage://INDEX/ID."""
@@ -56,6 +57,8 @@ def mcp(
     with contextlib.redirect_stdout(sys.stderr):  # over stdio, stdout carries the protocol only
         engine = Engine(_indexes(index), llm, method=method, llm_opts=backend_opts, workers=workers, max_queue=max_queue)
     server = create_mcp(engine, max_question=max_question)
+    if warm_up:
+        engine.start_warm_up()
     try:
         if transport is Transport.stdio:
             server.run("stdio")

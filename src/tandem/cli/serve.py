@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from tandem.cli.common import console
+from tandem.cli.common import WARM_UP_HELP, console
 from tandem.errors import ConfigError
 
 
@@ -41,6 +41,7 @@ def serve(
     uploads: Annotated[Optional[Path], typer.Option(help="Folder for indexes built from uploaded files (POST /v1/indexes); default: none.")] = None,
     max_upload: Annotated[int, typer.Option(help="Largest upload in bytes (413 above).")] = 20 << 20,
     grace: Annotated[float, typer.Option(help="On SIGTERM / Ctrl-C: seconds in-flight requests get to finish before they are cancelled.")] = 30.0,
+    warm_up: Annotated[bool, typer.Option(help=WARM_UP_HELP)] = True,
 ) -> None:
     """Serve the HTTP API (OpenAPI at /docs), an OpenAI-compatible /v1/chat/completions and the web page at /."""
     from tandem.llm.options import parse_pairs, split_llm_options
@@ -60,6 +61,8 @@ def serve(
                      cors=cors or None)
     console.print(f"tandem serving {sorted(engine.indexes)} with {method} on http://{host}:{port}/ "
                   f"(API docs: /docs{'; API key required' if key else ''})")
+    if warm_up:
+        engine.start_warm_up()
     serve_until_stopped(app, host=host, port=port, grace=grace, on_stop=engine.close)
     console.print("tandem serve stopped")
 

@@ -36,7 +36,9 @@ class FakeLLM:
     Stop strings are honoured as a real backend would (the answer is cut at the first one).
     Token counts are whitespace word counts. ``constrains_json=True`` makes it report, as a
     grammar-decoding backend does, that replies to schema requests were decoded under the schema
-    (it does not check the scripted text: scripts decide what the "model" says).
+    (it does not check the scripted text: scripts decide what the "model" says). ``batches=True``
+    makes it report, as a batching engine does, that concurrent requests are computed together
+    (methods then send independent calls at once: script them with rules, not a queue).
     """
 
     def __init__(
@@ -50,6 +52,7 @@ class FakeLLM:
         spec: str = "fake",
         constrains_json: bool = False,
         context_window: int | None = None,
+        batches: bool = False,
     ) -> None:
         if match not in MATCH_MODES:
             raise ValueError(f"unknown match mode {match!r}; modes: {sorted(MATCH_MODES)}")
@@ -61,6 +64,7 @@ class FakeLLM:
         self.spec = spec
         self.context_window = context_window
         self.constrains_json = constrains_json
+        self.batches = batches
         self.calls: list[LLMRequest] = []
         self._lock = threading.Lock()
 

@@ -164,6 +164,9 @@ class OpenAILLM:
                     self._context_window = mine[0]["max_model_len"]
         return self._context_window
 
+    #: a server answers concurrent requests at once (vLLM batches them; :func:`tandem.llm.types.batches`)
+    batches = True
+
     @property
     def constrains_json(self) -> bool:
         """True when schema requests are decoded under the schema by the server (``json_mode="schema"``)."""

@@ -209,6 +209,11 @@ class OVLLM:
         with self._lock:
             self._start(worker)
 
+    #: concurrent requests decode together in the engine's batch (:func:`tandem.llm.types.batches`)
+    batches = True
+    #: prompt prefixes computed once are reused (:func:`tandem.llm.types.caches_prefixes`)
+    caches_prefixes = True
+
     @property
     def constrains_json(self) -> bool:
         """True when requests with a JSON schema are decoded under it (``json_mode="schema"``)."""

@@ -172,6 +172,23 @@ def constrains_json(llm: object) -> bool:
     return bool(getattr(llm, "constrains_json", False))
 
 
+def batches(llm: object) -> bool:
+    """Whether ``llm`` computes concurrent requests together (a batching engine or server), so that a
+    method gains by sending its independent calls at once rather than one after another.
+
+    Backends say so with a ``batches`` attribute (the embedded OpenVINO engine, OpenAI-compatible
+    servers); one that answers a request at a time (the torch path, behind a lock) does not.
+    """
+    return bool(getattr(llm, "batches", False))
+
+
+def caches_prefixes(llm: object) -> bool:
+    """Whether ``llm`` keeps what it computed for a prompt's beginning and reuses it for a later prompt
+    that begins the same way (the embedded engine's prefix cache; a ``caches_prefixes`` attribute), so
+    that computing a role's instructions ahead of the first question saves that question the time."""
+    return bool(getattr(llm, "caches_prefixes", False))
+
+
 def truncate_at_stop(text: str, stop: Iterable[str]) -> tuple[str, bool]:
     """Cut ``text`` at the earliest occurrence of any stop string; says whether one was found."""
     cut = -1

@@ -3,9 +3,11 @@ land in the trace, and the brevity answer prompt the baselines use."""
 
 from __future__ import annotations
 
+import contextvars
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -14,7 +16,16 @@ from tandem.errors import ConfigError, ParseError
 from tandem.index.store import DocStore
 from tandem.llm.jsonparse import validate
 from tandem.llm.structured import bound_schema
-from tandem.llm.types import LLM, LLMRequest, LLMResponse, Message, constrains_json, context_window, fit_to_context
+from tandem.llm.types import (
+    LLM,
+    LLMRequest,
+    LLMResponse,
+    Message,
+    caches_prefixes,
+    constrains_json,
+    context_window,
+    fit_to_context,
+)
 from tandem.rerank.base import Reranker
 from tandem.retrieve.base import Retriever
 from tandem.types import OUTCOMES, Answer, Document, Hit, LLMCall, Question, Step, current_observer
@@ -31,6 +42,31 @@ class Method(Protocol):
     def answer(self, question: Question) -> Answer:
         """Answer one question; the Answer's trace records every query, hit and LLM call."""
         ...
+
+
+@runtime_checkable
+class WarmsUp(Protocol):
+    """A method that can say what every prompt of each of its roles begins with (:func:`warm_up`)."""
+
+    def warm_requests(self) -> list[tuple[LLM, LLMRequest]]:
+        """One request per role, to the role's LLM: a prompt that begins as every prompt of the role does (its
+        instructions and demonstrations, then placeholders), with the role's schema and ``max_tokens=1``."""
+        ...
+
+
+def warm_up(method: object) -> tuple[int, int]:
+    """Compute ahead of the first question what every prompt of ``method``'s roles begins with, on the LLMs
+    that keep it (:func:`tandem.llm.types.caches_prefixes`; the grammar of each role's schema is compiled on
+    the way): a server's first question then pays only for its own part. The requests go at once; returns
+    (requests sent, their prompt tokens). A method or LLM that cannot gain sends nothing."""
+    if not isinstance(method, WarmsUp):
+        return 0, 0
+    pairs = [(llm, req) for llm, req in method.warm_requests() if caches_prefixes(llm)]
+    if not pairs:
+        return 0, 0
+    with ThreadPoolExecutor(len(pairs), thread_name_prefix="tandem-warm-up") as pool:
+        futures = [pool.submit(contextvars.copy_context().run, llm.complete, req) for llm, req in pairs]
+    return len(pairs), sum(f.result().prompt_tokens for f in futures)
 
 
 @dataclass

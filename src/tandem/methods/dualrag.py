@@ -15,6 +15,10 @@
             outline[entity] += summary, unless summary is None/empty; an entity left empty is removed
     return Answer(outline, question, thoughts)
 
+The entities of one step have outline entries of their own, so their Summarizer calls are independent:
+on an LLM that batches concurrent requests (the embedded engine, a server) they are sent at once
+(``parallel_summaries``); the calls, their order in the trace and the outline are those of the loop above.
+
 Ablations (paper Table 3): ``use_reasoner=False`` -> one IRCoT-style sentence per step, retrieval
 until the answer marker; ``use_entity_identifier=False`` -> the thought is the only query, filed
 under "else"; ``use_outline=False`` -> raw documents are stored instead of summaries; ``reranker=None``
@@ -30,13 +34,15 @@ the thought as one "else" query, and the Summarizer's raw text becomes the notes
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tandem.compose import Parts, dense_search, load_role_llms, read_with_reranker
 from tandem.errors import ConfigError
-from tandem.llm.types import LLM, Message
+from tandem.llm.types import LLM, LLMRequest, Message, batches
 from tandem.methods import dualrag_prompts as P
 from tandem.methods.base import (
     Role,
@@ -135,7 +141,7 @@ class DualRAG:
         self.max_iter, self.candidates, self.k = s.max_iter, s.candidates, s.k
         self.use_reasoner, self.use_entity_identifier, self.use_outline = s.use_reasoner, s.use_entity_identifier, s.use_outline
         self.answer_style, self.max_entities, self.temperature = s.answer_style, s.max_entities, s.temperature
-        self.send_schema = s.send_schema
+        self.send_schema, self.parallel_summaries = s.send_schema, s.parallel_summaries
         roles = {**P.STRUCTURED_ROLES, P.ENTITY_IDENTIFIER.name: P.entity_role(s.max_entities)}
         self.roles, self.max_tokens = role_budgets(roles, MAX_TOKENS, s.max_tokens, "DualRAG")
 
@@ -152,8 +158,7 @@ class DualRAG:
                 break
             plan = self._identify(step, outline, question.text, thoughts)
             step.notes.update(entities=dict(plan), hits={}, summaries={})
-            for entity, keywords in plan:
-                self._aggregate(trace, step, outline, question.text, thoughts, entity, keywords)
+            self._aggregate(trace, step, outline, question.text, thoughts, plan)
             step.notes["outline"] = outline.render()
         final = trace.add(Step("answer", notes={"outline": outline.render()}))
         style = self.answer_style
@@ -207,24 +212,76 @@ class DualRAG:
         return self.reranker.rerank(query, pool, self.k)
 
     def _aggregate(self, trace: Trace, step: Step, outline: Outline, question: str, thoughts: list[str],
-                   entity: str, keywords: list[str]) -> None:
+                   plan: list[tuple[str, list[str]]]) -> None:
+        """pKA for each entity of the plan, in its order: retrieve, keep the docs its outline entry has not
+        read, summarize them, add the notes to the outline. Each entity has an entry of its own, so its
+        Summarizer call depends on no other entity's: where the Summarizer's LLM batches concurrent requests
+        they are sent at once (``parallel_summaries``), and recorded in the plan's order as if sent one by one."""
+        if not self.use_outline:  # the raw documents, unstructured, in one bucket: each entity reads after the last
+            for entity, keywords in plan:
+                unread = self._read(trace, step, outline, P.RAW_DOCS_ENTITY, entity, keywords)
+                if unread:
+                    self._keep(step, outline, P.RAW_DOCS_ENTITY, entity, "\n\n".join(P.render_doc(d) for d in unread),
+                               unread)
+            return
+        todo = [(entity, keywords, unread) for entity, keywords in plan
+                if (unread := self._read(trace, step, outline, entity, entity, keywords))]
+        for (entity, _keywords, unread), content in zip(todo, self._summarize(step, question, thoughts, todo), strict=True):
+            self._keep(step, outline, entity, entity, content, unread)
+
+    def _read(self, trace: Trace, step: Step, outline: Outline, bucket: str, entity: str,
+              keywords: list[str]) -> list[Document]:
+        """Retrieve for ``entity`` (recorded in the step) and return the docs ``bucket`` has not read yet."""
         hits = self._retrieve(entity, keywords)
         step.queries += keywords
         step.hits += hits
         step.notes["hits"][entity] = [h.doc_id for h in hits]
-        bucket = entity if self.use_outline else P.RAW_DOCS_ENTITY
         unread = outline.unread(bucket, [self.search.store.get(h.doc_id) for h in hits])
-        if not unread:
-            return
         trace.read([d.id for d in unread])
-        if self.use_outline:
-            notes, raw = self._json(step, P.SUMMARIZER, P.summarizer_messages(question, thoughts, entity, keywords, unread),
+        return unread
+
+    def _summarize(self, step: Step, question: str, thoughts: list[str],
+                   todo: list[tuple[str, list[str], list[Document]]]) -> list[str]:
+        """The Summarizer's notes for each (entity, keywords, unread docs); its raw text where it falls back."""
+        def one(into: Step, entity: str, keywords: list[str], docs: list[Document]) -> str:
+            notes, raw = self._json(into, P.SUMMARIZER, P.summarizer_messages(question, thoughts, entity, keywords, docs),
                                     P.parse_summary, "raw text as the notes")
-            content = notes if notes is not None else raw.strip()
-        else:  # without Knowledge Outline: the raw documents, unstructured, in one bucket
-            content = "\n\n".join(P.render_doc(d) for d in unread)
-        kept = outline.aggregate(bucket, content, [d.id for d in unread])
+            return notes if notes is not None else raw.strip()
+
+        if len(todo) < 2 or not (self.parallel_summaries and batches(self.llms[P.SUMMARIZER.name])):
+            return [one(step, *job) for job in todo]
+        scratch = [Step(step.name) for _ in todo]  # each call's records, merged below in the plan's order
+        with ThreadPoolExecutor(len(todo), thread_name_prefix="dualrag-summarizer") as pool:
+            futures = [pool.submit(contextvars.copy_context().run, one, into, *job)
+                       for into, job in zip(scratch, todo, strict=True)]
+        contents = [f.result() for f in futures]  # the first failure in the plan's order is raised
+        for part in scratch:
+            step.llm_calls += part.llm_calls
+            for key in ("parse_errors", "fallbacks"):
+                if key in part.notes:
+                    step.notes.setdefault(key, []).extend(part.notes[key])
+        return contents
+
+    def _keep(self, step: Step, outline: Outline, bucket: str, entity: str, content: str,
+              docs: list[Document]) -> None:
+        kept = outline.aggregate(bucket, content, [d.id for d in docs])
         step.notes["summaries"][entity] = content if kept else None
+
+    # -- ahead of the first question ------------------------------------------------------------
+
+    def warm_requests(self) -> list[tuple[LLM, LLMRequest]]:
+        """Each role's prompt on placeholders (its instructions and demonstrations come first, the same in
+        every call), with its schema, to its LLM (:func:`tandem.methods.base.warm_up`)."""
+        none, blank = "None", "?"
+        structured = {P.REASONER.name: P.reasoner_messages(none, blank, []) if self.use_reasoner else None,
+                      P.ENTITY_IDENTIFIER.name: P.entity_messages(none, blank, [], []) if self.use_entity_identifier else None,
+                      P.SUMMARIZER.name: P.summarizer_messages(blank, [], blank, [], []) if self.use_outline else None}
+        text = {"answer": P.answer_messages(none, blank, [], self.answer_style),
+                P.THOUGHT_ROLE: None if self.use_reasoner else P.thought_messages(none, blank, [])}
+        return ([(self.llms[name], LLMRequest(tuple(messages), max_tokens=1, stop=P.JSON_STOP,
+                                              json_schema=self.roles[name].bounded if self.send_schema else None))
+                 for name, messages in structured.items() if messages]
+                + [(self.llms[name], LLMRequest(tuple(messages), max_tokens=1)) for name, messages in text.items() if messages])
 
     # -- JSON roles -----------------------------------------------------------------------------
 

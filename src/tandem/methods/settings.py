@@ -109,6 +109,9 @@ class DualRAGSettings(RerankSettings):
     role_llms: dict[str, str] = Field(default_factory=dict, description="role -> LLM spec; roles: "
                                                                         + ", ".join(DUALRAG_ROLES), json_schema_extra=SERVER_ONLY)
     send_schema: bool = Field(True, description="send each JSON role's bounded schema (false = prompt-only)")
+    parallel_summaries: bool = Field(True, description="summarize a step's entities at once where the "
+                                                       "Summarizer's LLM batches concurrent requests (the same "
+                                                       "calls, trace and outline; false: one after another)")
     max_tokens: dict[str, int] = Field(default_factory=dict, description="per-role token budgets, e.g. "
                                                                          "{'reasoner': 512}", json_schema_extra=SERVER_ONLY)
     temperature: float = _temperature()

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from tandem.compose import build_runnable
-from tandem.errors import ConfigError, Conflict, IndexError_, ModelNotFoundError, NotFound, TandemError
+from tandem.errors import Cancelled, ConfigError, Conflict, IndexError_, ModelNotFoundError, NotFound, TandemError
 from tandem.index import open_index
 from tandem.index.build import Index
 from tandem.index.store import DocStore
 from tandem.io import check_text
 from tandem.llm import load_llm, parse_spec
 from tandem.llm.types import LLM
-from tandem.methods.base import Method
+from tandem.methods.base import Method, warm_up
 from tandem.registry import METHODS, RETRIEVERS
 from tandem.retrieve import open_retriever
 from tandem.secrets import redact
@@ -287,6 +287,38 @@ class Engine:
             job.update(state="error", error=redact(f"{type(exc).__name__}: {exc}"))
         finally:
             job["seconds"] = round(time.perf_counter() - start, 3)
+
+    def start_warm_up(self) -> threading.Thread:
+        """Compute, on a thread of its own, what every prompt of the default method's roles begins with, where the
+        LLM keeps it (:func:`tandem.methods.base.warm_up`): the first question asked is then spared it. A
+        question asked meanwhile decodes beside it; :meth:`close` cancels it."""
+        thread = threading.Thread(target=self._warm_up, name="tandem-warm-up", daemon=True)
+        thread.start()
+        return thread
+
+    def _warm_up(self) -> None:
+        if "index" in METHODS.get(self.default_method).needs and self.default_index is None:
+            return  # nothing to answer over until an index is uploaded
+        cancelled = threading.Event()
+        with self._lock:
+            if self._closing:
+                return
+            self._running.add(cancelled)
+        start = time.perf_counter()
+        try:
+            method, _store = self.method(None, None, {})
+            with observe_traces(TraceObserver(lambda i, step: None, cancelled)):
+                sent, tokens = warm_up(method)
+            if sent:
+                log.info("computed the %s roles' instructions ahead: %d prompts, %d tokens, %.1f s",
+                         self.default_method, sent, tokens, time.perf_counter() - start)
+        except Cancelled:
+            pass
+        except TandemError as exc:  # the first question pays for the instructions instead
+            log.warning("could not compute the %s roles' instructions ahead: %s", self.default_method, exc)
+        finally:
+            with self._lock:
+                self._running.discard(cancelled)
 
     def close(self) -> None:
         """Stop: questions waiting in the queue are dropped, those being answered are cancelled (the
