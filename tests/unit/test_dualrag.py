@@ -13,6 +13,7 @@ from tandem.errors import ConfigError
 from tandem.index import build_index, open_index
 from tandem.methods import Search, build_method
 from tandem.methods import dualrag_prompts as P
+from tandem.methods.base import clean_answer
 from tandem.methods.dualrag import DualRAG, Outline, union_by_id
 from tandem.methods.ircot import ANSWER_MARKER
 from tandem.methods.settings import DualRAGSettings
@@ -295,6 +296,14 @@ def test_warm_requests_begin_as_each_roles_prompts_do_and_carry_its_schema(searc
     off = roles.method(search, use_reasoner=False, use_outline=False).warm_requests()
     assert [r.last_user.startswith(P.THOUGHT_HEAD) for _, r in off].count(True) == 1
     assert not any(r.last_user.startswith((P.REASONER_HEAD, P.SUMMARIZER_HEAD)) for _, r in off)
+
+
+def test_an_answer_below_its_label_is_the_answer(search):
+    """SmolLM2 often writes the label on a line of its own: "The answer is:", a blank line, the answer."""
+    roles = Roles(reasoner=[think("done", False)], answer=["The answer is:\n\nWarsaw.\nMarie Curie was born there."])
+    assert roles.method(search).answer(QUESTION).text == "Warsaw"
+    assert [clean_answer(t) for t in ("Answer: Paris.", "Paris\nmore", "The answer is:", "", "So the answer is:\n\n 1901")] \
+        == ["Paris", "Paris", "", "", "1901"]
 
 
 def test_outline_keeps_earlier_content_when_a_later_summary_is_none():

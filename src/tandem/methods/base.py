@@ -252,7 +252,10 @@ _LABEL = re.compile(r"^\s*(?:(?:so\s+)?the answer is|final answer|answer|a)\s*:\
 
 
 def clean_answer(text: str) -> str:
-    """The first line of a short answer, without a leading 'Answer:' label or trailing period."""
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    line = _LABEL.sub("", line)
-    return line.strip().rstrip(".").strip()
+    """The first line of a short answer, without a leading 'Answer:' label or trailing period. A label alone
+    on its line ("The answer is:", then the answer below it) leaves the answer to the next line that has one."""
+    for line in text.strip().splitlines():
+        line = _LABEL.sub("", line).strip().rstrip(".").strip()
+        if line:
+            return line
+    return ""
