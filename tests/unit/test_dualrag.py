@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tandem.errors import ConfigError
+from tandem.errors import ConfigError, LLMError
 from tandem.index import build_index, open_index
 from tandem.methods import Search, build_method
 from tandem.methods import dualrag_prompts as P
@@ -21,7 +21,7 @@ from tandem.rerank import BiEncoderReranker
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder
 from tandem.testing.fake_llm import FakeLLM
-from tandem.types import Hit, Question
+from tandem.types import Hit, Question, TraceObserver, current_observer, observe_traces
 
 QUESTION = Question("q1", "Which river flows through the city where Marie Curie was born?", ("Vistula",), ("d1", "d3"))
 
@@ -228,32 +228,56 @@ def test_none_summary_rule_is_exact(search):
 
 def test_a_steps_summaries_go_at_once_where_the_llm_batches_with_the_trace_of_one_by_one(search):
     """Two entities with unread documents: on a batching LLM both Summarizer calls are in flight together (a
-    barrier both must reach), and the trace, notes and outline are those of the calls made one by one."""
-    def run(batches: bool) -> tuple[list, dict, str]:
+    barrier both must reach), each sees the question's observer, the first in the plan ends last, and the
+    trace, notes and outline are those of the calls made one by one."""
+    def run(batches: bool) -> tuple[list, dict, list, list]:
         barrier = threading.Barrier(2 if batches else 1, timeout=10)
+        seen = []
 
-        def meet(text: str):
-            return lambda req: (barrier.wait(), text)[1]
+        def meet(text: str, delay: float = 0.0):
+            def reply(req):
+                barrier.wait()
+                seen.append(current_observer())
+                time.sleep(delay)
+                return text
+            return reply
 
         roles = Roles(reasoner=[think("need"), think("done", False)],
                       entity=[plan(("Marie Curie", ["Marie Curie"]), ("Paris", ["Paris Seine"]))])
         roles.llms["summarizer"] = FakeLLM(batches=batches, rules=[
-            ("Entity: Marie Curie", meet(note("Marie Curie was born in Warsaw."))),
+            ("Entity: Marie Curie", meet(note("Marie Curie was born in Warsaw."), delay=0.3)),  # ends after Paris's
             ("Entity: Paris", meet("not JSON at all")),  # a parse error, then the repair round
             ("could not be used", note("Paris is on the Seine.")),
         ])
-        ans = roles.method(search).answer(QUESTION)
+        observer = TraceObserver(lambda i, step: None)
+        with observe_traces(observer):
+            ans = roles.method(search).answer(QUESTION)
+        assert seen == [observer, observer]
         calls = [(c.role, c.output, c.parse_error, c.outcome) for c in ans.trace.llm_calls]
-        return calls, ans.trace.steps[0].notes, ans.trace.docs_read
+        return calls, ans.trace.steps[0].notes, ans.trace.docs_read, ans.trace.steps[0].queries
 
     at_once, one_by_one = run(True), run(False)
     assert at_once == one_by_one
-    calls, notes, _read = at_once
+    calls, notes, _read, _queries = at_once
     assert [c[0] for c in calls] == ["reasoner", "entity_identifier", "summarizer", "summarizer", "summarizer:repair",
                                      "reasoner", "answer"]
     assert notes["summaries"] == {"Marie Curie": "Marie Curie was born in Warsaw.", "Paris": "Paris is on the Seine."}
     assert notes["outline"] == "#### Marie Curie\n\nMarie Curie was born in Warsaw.\n\n#### Paris\n\nParis is on the Seine."
     assert len(notes["parse_errors"]) == 1 and notes["parse_errors"][0].startswith("summarizer:")
+
+
+def test_a_failed_summary_among_those_at_once_fails_the_question_with_the_first_error_in_plan_order(search):
+    def roles_failing(*failing: str) -> Roles:
+        roles = Roles(reasoner=[think("need"), think("done", False)],
+                      entity=[plan(("Marie Curie", ["Marie Curie"]), ("Paris", ["Paris Seine"]))])
+        rules = [(f"Entity: {e}", LLMError(f"{e}: the server went away")) for e in failing]
+        roles.llms["summarizer"] = FakeLLM(batches=True, rules=rules, default=note("x"))
+        return roles
+
+    with pytest.raises(LLMError, match="Paris: the server"):
+        roles_failing("Paris").method(search).answer(QUESTION)
+    with pytest.raises(LLMError, match="Marie Curie: the server"):
+        roles_failing("Paris", "Marie Curie").method(search).answer(QUESTION)
 
 
 def test_parallel_summaries_off_sends_them_one_by_one(search):
@@ -302,8 +326,11 @@ def test_an_answer_below_its_label_is_the_answer(search):
     """SmolLM2 often writes the label on a line of its own: "The answer is:", a blank line, the answer."""
     roles = Roles(reasoner=[think("done", False)], answer=["The answer is:\n\nWarsaw.\nMarie Curie was born there."])
     assert roles.method(search).answer(QUESTION).text == "Warsaw"
-    assert [clean_answer(t) for t in ("Answer: Paris.", "Paris\nmore", "The answer is:", "", "So the answer is:\n\n 1901")] \
-        == ["Paris", "Paris", "", "", "1901"]
+    replies = {"Answer: Paris.": "Paris", "Paris\nmore": "Paris", "The answer is:": "", "": "",
+               "So the answer is:\n\n 1901": "1901", ".\nParis": "",  # no label: the first line is the answer
+               "Answer:\nCompleted Chain: (Marie Curie, born in, Warsaw)": "",  # a field of its own, not the answer
+               "So the answer is:\n\nQuestion: Where was Y born?": ""}
+    assert {reply: clean_answer(reply) for reply in replies} == replies
 
 
 def test_outline_keeps_earlier_content_when_a_later_summary_is_none():

@@ -62,7 +62,7 @@ def serve(
     console.print(f"tandem serving {sorted(engine.indexes)} with {method} on http://{host}:{port}/ "
                   f"(API docs: /docs{'; API key required' if key else ''})")
     if warm_up:
-        engine.start_warm_up()
+        engine.start_warm_up(app.state.default_method)  # the method the server answers with by default
     serve_until_stopped(app, host=host, port=port, grace=grace, on_stop=engine.close)
     console.print("tandem serve stopped")
 

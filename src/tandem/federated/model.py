@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from tandem.errors import ConfigError, DataError, IndexMismatchError
+from tandem.methods.base import clean_answer as first_answer_line
 from tandem.models import canonical_name
 from tandem.settings import Settings
 from tandem.types import Document
@@ -210,9 +211,9 @@ _LEAD = re.compile(r"^\s*(the\s+)?(short\s+|final\s+)?answer\b(\s+to\s+(the|this
 
 
 def clean_answer(text: str) -> str:
-    """The first non-empty line of a generation, without a leading "The answer (to the question) is:"."""
-    text = _LEAD.sub("", text.strip())
-    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+    """The reader's answer in a generation: :func:`tandem.methods.base.clean_answer` with a leading "The
+    (short / final) answer (to the question) is" label, colon or not."""
+    return first_answer_line(text, _LEAD)
 
 
 def _load_hf(path: str) -> Any:

@@ -4,10 +4,11 @@ land in the trace, and the brevity answer prompt the baselines use."""
 from __future__ import annotations
 
 import contextvars
+import functools
 import json
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any, Protocol, TypeVar, runtime_checkable
@@ -62,11 +63,42 @@ def warm_up(method: object) -> tuple[int, int]:
     if not isinstance(method, WarmsUp):
         return 0, 0
     pairs = [(llm, req) for llm, req in method.warm_requests() if caches_prefixes(llm)]
-    if not pairs:
-        return 0, 0
-    with ThreadPoolExecutor(len(pairs), thread_name_prefix="tandem-warm-up") as pool:
-        futures = [pool.submit(contextvars.copy_context().run, llm.complete, req) for llm, req in pairs]
-    return len(pairs), sum(f.result().prompt_tokens for f in futures)
+
+    def send(llm: LLM, req: LLMRequest) -> int:
+        observer = current_observer()
+        if observer is not None:
+            observer.check()  # stopped before it was sent
+        return llm.complete(req).prompt_tokens
+
+    return len(pairs), sum(at_once([functools.partial(send, llm, req) for llm, req in pairs]))
+
+
+def at_once(calls: Sequence[Callable[[], T]]) -> list[T]:
+    """Run ``calls`` concurrently and return their results in order; once all have ended, the first failure
+    in order is raised. Each runs on a thread of its own in a copy of this context, so the question's
+    :class:`tandem.types.TraceObserver` reaches it (a cancelled question stops it); the threads are daemons,
+    so a Ctrl-C does not wait for their LLM calls to end."""
+    if len(calls) < 2:
+        return [call() for call in calls]
+    results: list[Any] = [None] * len(calls)
+    failures: list[BaseException | None] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            results[i] = calls[i]()
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
+            failures[i] = exc
+
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(run, i), daemon=True,
+                                name=f"tandem-at-once-{i}") for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for failure in failures:
+        if failure is not None:
+            raise failure
+    return results
 
 
 @dataclass
@@ -249,13 +281,19 @@ def brief_answer_messages(question: str, docs: Sequence[Document] = (), notes: s
 
 
 _LABEL = re.compile(r"^\s*(?:(?:so\s+)?the answer is|final answer|answer|a)\s*:\s*", re.IGNORECASE)
+_FIELD = re.compile(r"^[A-Z][\w ]{0,30}:")  # "Question:", "Completed Chain:", "Explanation:" - not an answer
 
 
-def clean_answer(text: str) -> str:
-    """The first line of a short answer, without a leading 'Answer:' label or trailing period. A label alone
-    on its line ("The answer is:", then the answer below it) leaves the answer to the next line that has one."""
-    for line in text.strip().splitlines():
-        line = _LABEL.sub("", line).strip().rstrip(".").strip()
-        if line:
-            return line
-    return ""
+def clean_answer(text: str, label: re.Pattern[str] = _LABEL) -> str:
+    """The first line of a short answer, without a leading ``label`` ("Answer:", "The answer is:") or trailing
+    period. A label alone on the first line leaves the answer to the next line that has text, unless that
+    line is a field of its own ("Question: ...", "Explanation: ..."): SmolLM2 often writes "The answer is:",
+    a blank line, then the answer."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    first, labelled = label.subn("", lines[0])
+    answer = first.strip().rstrip(".").strip()
+    if not answer and labelled and len(lines) > 1 and not _FIELD.match(lines[1]):
+        answer = label.sub("", lines[1]).strip().rstrip(".").strip()
+    return answer

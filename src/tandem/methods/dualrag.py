@@ -34,9 +34,8 @@ the thought as one "else" query, and the Summarizer's raw text becomes the notes
 
 from __future__ import annotations
 
-import contextvars
+import functools
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -47,6 +46,7 @@ from tandem.methods import dualrag_prompts as P
 from tandem.methods.base import (
     Role,
     Search,
+    at_once,
     call_llm,
     call_structured,
     clean_answer,
@@ -216,7 +216,8 @@ class DualRAG:
         """pKA for each entity of the plan, in its order: retrieve, keep the docs its outline entry has not
         read, summarize them, add the notes to the outline. Each entity has an entry of its own, so its
         Summarizer call depends on no other entity's: where the Summarizer's LLM batches concurrent requests
-        they are sent at once (``parallel_summaries``), and recorded in the plan's order as if sent one by one."""
+        they are sent at once (``parallel_summaries``) and recorded in the plan's order: given the same replies,
+        a step that succeeds has the trace and outline of the calls sent one by one."""
         if not self.use_outline:  # the raw documents, unstructured, in one bucket: each entity reads after the last
             for entity, keywords in plan:
                 unread = self._read(trace, step, outline, P.RAW_DOCS_ENTITY, entity, keywords)
@@ -251,10 +252,7 @@ class DualRAG:
         if len(todo) < 2 or not (self.parallel_summaries and batches(self.llms[P.SUMMARIZER.name])):
             return [one(step, *job) for job in todo]
         scratch = [Step(step.name) for _ in todo]  # each call's records, merged below in the plan's order
-        with ThreadPoolExecutor(len(todo), thread_name_prefix="dualrag-summarizer") as pool:
-            futures = [pool.submit(contextvars.copy_context().run, one, into, *job)
-                       for into, job in zip(scratch, todo, strict=True)]
-        contents = [f.result() for f in futures]  # the first failure in the plan's order is raised
+        contents = at_once([functools.partial(one, into, *job) for into, job in zip(scratch, todo, strict=True)])
         for part in scratch:
             step.llm_calls += part.llm_calls
             for key in ("parse_errors", "fallbacks"):

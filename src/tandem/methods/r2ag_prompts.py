@@ -39,7 +39,7 @@ INSTRUCTION = (
 REPEAT = "Reply with the answer only."
 ALPACA = "### Instruction:\n{prompt}\n\n### Response:\n"
 
-parse_answer = clean_answer  # the authors score the first line of the output
+parse_answer = clean_answer  # the authors score the first line of the output (a label alone on it: the next)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from tandem.compose import build_runnable
-from tandem.errors import Cancelled, ConfigError, Conflict, IndexError_, ModelNotFoundError, NotFound, TandemError
+from tandem.errors import ConfigError, Conflict, IndexError_, ModelNotFoundError, NotFound, TandemError
 from tandem.index import open_index
 from tandem.index.build import Index
 from tandem.index.store import DocStore
@@ -288,16 +288,18 @@ class Engine:
         finally:
             job["seconds"] = round(time.perf_counter() - start, 3)
 
-    def start_warm_up(self) -> threading.Thread:
-        """Compute, on a thread of its own, what every prompt of the default method's roles begins with, where the
-        LLM keeps it (:func:`tandem.methods.base.warm_up`): the first question asked is then spared it. A
-        question asked meanwhile decodes beside it; :meth:`close` cancels it."""
-        thread = threading.Thread(target=self._warm_up, name="tandem-warm-up", daemon=True)
+    def start_warm_up(self, method: str | None = None) -> threading.Thread:
+        """Compute, on a thread of its own, what every prompt of ``method``'s roles (default: the default
+        method's) begins with, where the LLM keeps it (:func:`tandem.methods.base.warm_up`): the first
+        question asked is then spared it. A question asked meanwhile decodes beside it; :meth:`close`
+        cancels it."""
+        thread = threading.Thread(target=self._warm_up, args=(method or self.default_method,), name="tandem-warm-up",
+                                  daemon=True)
         thread.start()
         return thread
 
-    def _warm_up(self) -> None:
-        if "index" in METHODS.get(self.default_method).needs and self.default_index is None:
+    def _warm_up(self, name: str) -> None:
+        if "index" in METHODS.get(name).needs and self.default_index is None:
             return  # nothing to answer over until an index is uploaded
         cancelled = threading.Event()
         with self._lock:
@@ -306,16 +308,15 @@ class Engine:
             self._running.add(cancelled)
         start = time.perf_counter()
         try:
-            method, _store = self.method(None, None, {})
+            method, _store = self.method(name, None, {})
             with observe_traces(TraceObserver(lambda i, step: None, cancelled)):
                 sent, tokens = warm_up(method)
             if sent:
                 log.info("computed the %s roles' instructions ahead: %d prompts, %d tokens, %.1f s",
-                         self.default_method, sent, tokens, time.perf_counter() - start)
-        except Cancelled:
-            pass
-        except TandemError as exc:  # the first question pays for the instructions instead
-            log.warning("could not compute the %s roles' instructions ahead: %s", self.default_method, exc)
+                         name, sent, tokens, time.perf_counter() - start)
+        except Exception as exc:  # noqa: BLE001 - the first question pays for the instructions instead
+            if not cancelled.is_set():  # a stop cancels it, quietly
+                log.warning("could not compute the %s roles' instructions ahead: %s", name, redact(str(exc)))
         finally:
             with self._lock:
                 self._running.discard(cancelled)
