@@ -158,17 +158,18 @@ def build_method(name: str, llm: LLM, search: Search | None = None, store: DocSt
 def build_runnable(method: str, llm: LLM, index: Index | None = None, settings: Mapping[str, Any] | None = None,
                    passages: Sequence[Document] | None = None,
                    retriever: RetrieverConfig | None = None) -> tuple[Method, DocStore | None]:
-    """The method ``method`` over ``index`` searched with ``retriever`` (default: the index's own kind), or,
-    without an index, over a store of ``passages`` for methods that read gold passages; returns it with the
-    store that resolves its document ids."""
-    from tandem.retrieve import open_retriever
+    """The method ``method`` over ``index`` searched with ``retriever`` (default: :func:`best_retriever`, the
+    graph retriever where the index has that extra), or, without an index, over a store of ``passages`` for
+    methods that read gold passages; returns it with the store that resolves its document ids."""
+    from tandem.retrieve import best_retriever, open_retriever
 
     if needs_index(method) and index is None:
         raise ConfigError(f"method {method!r} retrieves: it needs an index")
     search = store = None
     if index is not None:
         ret = retriever or RetrieverConfig()
-        search = Search(open_retriever(index, ret.kind, **ret.options(index.kind)), index.store)
+        kind = ret.kind or best_retriever(index)
+        search = Search(open_retriever(index, kind, **ret.options(index.kind)), index.store)
         store = index.store
     if store is None and passages:
         store = DocStore(list(passages))

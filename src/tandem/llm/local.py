@@ -42,6 +42,7 @@ from typing import Any
 from tandem.errors import ConfigError, LLMError, ModelNotFoundError
 from tandem.io import atomic_path, write_json_atomic
 from tandem.llm.hf import HFLLM
+from tandem.llm.ladder import find
 from tandem.llm.ov_engine import DEFAULT_KV_CACHE
 from tandem.models import cache_root, canonical_name, offline_env, resolve_model
 
@@ -51,8 +52,10 @@ DEFAULT_ENGINE = "auto"
 # fp16 weights (computed in bf16 where the CPU has it) keep the float32 answers; int8 changed the demo's.
 # q4_1: the GGUF's own 4-bit blocks put into the fp16 export (tandem.llm.ov_gguf), the weights the fp32 path
 # computes with, compressed
-WEIGHTS = ("fp16", "int8", "int4", "q4_1")
+WEIGHTS = ("fp16", "int8", "int4", "q4_1", "gguf")
 FROM_GGUF = "q4_1"
+#: OpenVINO GenAI reads the GGUF itself (its quantised blocks as they are; no float copy of the model)
+NATIVE = "gguf"
 #: the openvino engine's settings unless given: the GGUF's own weights, f32 compute and KV cache, no dynamic
 #: quantization of activations - greedy answers identical to the torch (fp32) path on 49 of 50 held-out
 #: NativeRAG questions (docs/llm.md); ``dtype=bfloat16`` (KV cache then ``u8``) trades that for speed
@@ -84,9 +87,7 @@ def converted_dir(name: str, gguf_path: str | Path, cache_dir: str | Path | None
 
 def ensure_converted(name: str = "smollm2", cache_dir: str | Path | None = None) -> Path:
     """Path of a transformers folder holding model ``name`` (embedded name or GGUF path); converts once."""
-    gguf = Path(resolve_model(name))
-    if gguf.suffix != ".gguf" or not gguf.is_file():
-        raise ModelNotFoundError(f"local backend needs a GGUF file; {name!r} resolved to {gguf}")
+    gguf = gguf_file(name)
     target = converted_dir(short_name(name), gguf, cache_dir)
     if (target / MARKER).is_file():
         return target
@@ -95,6 +96,30 @@ def ensure_converted(name: str = "smollm2", cache_dir: str | Path | None = None)
         (tmp / MARKER).write_text(
             json.dumps({"source": str(gguf), "size": gguf.stat().st_size, "seconds": round(seconds, 1)}, indent=1)
         )
+    return target
+
+
+def gguf_file(name: str) -> Path:
+    """The GGUF file model ``name`` (a ladder name or a path) resolves to."""
+    gguf = Path(resolve_model(name))
+    if gguf.suffix != ".gguf" or not gguf.is_file():
+        raise ModelNotFoundError(f"local backend needs a GGUF file; {name!r} resolved to {gguf}")
+    return gguf
+
+
+def ensure_tokenizer(name: str, cache_dir: str | Path | None = None) -> Path:
+    """A folder holding model ``name``'s tokenizer, config and generation config read from its GGUF, without
+    its weights (what the engine needs beside a GGUF OpenVINO reads itself); made once like
+    :func:`ensure_converted`: ``<name>-<key>-tokenizer/``."""
+    gguf = gguf_file(name)
+    base = converted_dir(short_name(name), gguf, cache_dir)
+    target = base.with_name(f"{base.name}-tokenizer")
+    if (target / MARKER).is_file():
+        return target
+    with atomic_path(target, folder=True, place=_rename_unless_converted) as tmp:
+        seconds = _convert(gguf, tmp, weights=False)
+        (tmp / MARKER).write_text(json.dumps({"source": str(gguf), "size": gguf.stat().st_size, "weights": False,
+                                              "seconds": round(seconds, 1)}, indent=1))
     return target
 
 
@@ -108,17 +133,28 @@ def _rename_unless_converted(tmp: Path, target: Path) -> None:
             raise
 
 
-def _convert(gguf: Path, out: Path) -> float:
-    """Load ``gguf`` with transformers, copy the weights into a fresh model, save model + tokenizer."""
+def _convert(gguf: Path, out: Path, *, weights: bool = True) -> float:
+    """Load ``gguf`` with transformers, copy the weights into a fresh model, save model + tokenizer; with
+    ``weights=False`` only the tokenizer, config and generation config (nothing is dequantised)."""
     offline_env()
-    if importlib.util.find_spec("accelerate") is None:
+    if weights and importlib.util.find_spec("accelerate") is None:
         raise ConfigError("converting a GGUF model with transformers needs accelerate: pip install accelerate")
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
     start = time.perf_counter()
     folder, filename = str(gguf.parent), gguf.name
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=filename)
+    if not weights:
+        config = AutoConfig.from_pretrained(folder, gguf_file=filename)
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        generation = GenerationConfig.from_model_config(config)
+        _end_at_im_end(tokenizer, generation)
+        config.save_pretrained(out)
+        generation.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        return time.perf_counter() - start
     loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32)
     config = loaded.config
     if hasattr(config, "quantization_config"):
@@ -126,21 +162,28 @@ def _convert(gguf: Path, out: Path) -> float:
     fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     fresh.load_state_dict(loaded.state_dict(), strict=True)
     fresh.generation_config = loaded.generation_config
-    end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    if isinstance(end_id, int) and end_id != tokenizer.unk_token_id:
-        # a GGUF conversion may leave eos = <|im_start|>; the assistant turn ends at <|im_end|>
-        fresh.generation_config.eos_token_id = end_id
-        if tokenizer.eos_token != "<|im_end|>":
-            tokenizer.eos_token = "<|im_end|>"
+    _end_at_im_end(tokenizer, fresh.generation_config)
     fresh.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return time.perf_counter() - start
 
 
+def _end_at_im_end(tokenizer: Any, generation: Any) -> None:
+    """A GGUF conversion may leave eos = ``<|im_start|>``; the assistant turn of a ChatML model ends at ``<|im_end|>``."""
+    end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    if isinstance(end_id, int) and end_id != tokenizer.unk_token_id:
+        generation.eos_token_id = end_id
+        if tokenizer.eos_token != "<|im_end|>":
+            tokenizer.eos_token = "<|im_end|>"
+
+
 def short_name(name: str) -> str:
     """Embedded short name (``smollm2``) or the GGUF file's stem for a path."""
     short = canonical_name(name)
-    return Path(short).stem if short.endswith(".gguf") else short
+    model = find(short)
+    if model is not None and model.name != "smollm2-135m":
+        return model.name
+    return Path(short).name[: -len(".gguf")] if short.endswith(".gguf") else short
 
 
 def exporter_python() -> Path | None:
@@ -217,18 +260,15 @@ def _rewrite_from_gguf(folder: str | Path, target: Path, cache_dir: str | Path |
     return target
 
 
-FACTS = "tandem-gguf.json"  # what was read of the GGUF, beside its conversion
-
-
-def gguf_has_q4_1(folder: str | Path, gguf: str | Path) -> bool:
-    """:func:`tandem.llm.ov_gguf.has_q4_1_linears` of the GGUF converted into ``folder``, remembered in
-    ``folder/tandem-gguf.json``: reading a GGUF's metadata (SmolLM2's ~50,000 vocabulary strings) takes
-    seconds at every load otherwise. The folder is the conversion of this very file (its name hashes
-    the file's size and time), so the answer cannot go stale; a folder that cannot be written is only
-    read again next time."""
+def gguf_has_q4_1(name: str, gguf: str | Path, cache_dir: str | Path | None = None) -> bool:
+    """:func:`tandem.llm.ov_gguf.has_q4_1_linears` of model ``name``'s GGUF, remembered in
+    ``<name>-<key>.gguf.json`` beside its conversions: reading a GGUF's metadata (SmolLM2's ~50,000
+    vocabulary strings) takes seconds at every load otherwise. The key hashes the file's size and time,
+    so the answer cannot go stale; a file that cannot be written is only read again next time."""
     from tandem.llm.ov_gguf import has_q4_1_linears
 
-    facts = Path(folder) / FACTS
+    base = converted_dir(short_name(name), gguf, cache_dir)
+    facts = base.parent / f"{base.name}.gguf.json"
     try:
         value = json.loads(facts.read_text()).get("q4_1_linears")
         if isinstance(value, bool):
@@ -237,6 +277,7 @@ def gguf_has_q4_1(folder: str | Path, gguf: str | Path) -> bool:
         pass  # not written yet, or damaged: read the GGUF
     value = has_q4_1_linears(gguf)
     try:
+        facts.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(facts, {"source": str(gguf), "q4_1_linears": value})
     except OSError as exc:
         log.debug("could not record %s: %s", facts, exc)
@@ -261,36 +302,58 @@ def load_local(
     dtype: str | None = None,
     num_threads: int | None = None,
     json_mode: str = "schema",
+    answer_style: str | None = None,
     **engine_opts: Any,
 ) -> Any:
-    """The ``local`` backend: convert ``model`` once (see module doc), then run it on ``engine``.
+    """The ``local`` backend: ``model`` (a ladder name, :mod:`tandem.llm.ladder`, or a GGUF path) on ``engine``.
 
-    ``engine="openvino"``: :class:`tandem.llm.ov_engine.OVLLM` on the OpenVINO export with
-    ``weights`` (``engine_opts``: ``max_batch``, ``kv_cache_gb``, ``step_tokens``, ``kv_cache``, ``dynamic_quantization``, ``relax_strings``, ``engine_process``),
-    by default :data:`OPENVINO_DEFAULTS` (the fp32 path's answers; ``weights="fp16"`` for a GGUF whose
-    linear layers are not Q4_1); ``"torch"``: :class:`HFLLM`
-    (``dtype`` float32 unless given); ``"auto"`` (the default): openvino where installed, else torch
-    with a warning.
+    ``engine="openvino"``: :class:`tandem.llm.ov_engine.OVLLM` (``engine_opts``: ``max_batch``,
+    ``kv_cache_gb``, ``step_tokens``, ``kv_cache``, ``dynamic_quantization``, ``relax_strings``,
+    ``engine_process``) on ``weights``: by default the GGUF's own Q4_1 blocks put into an export of the
+    converted folder where its linear layers are Q4_1 (SmolLM2's; :data:`OPENVINO_DEFAULTS`, the fp32 path's
+    answers), else the GGUF read by OpenVINO itself (``weights="gguf"``: no float copy of the model is made,
+    so preparing the 1.5B stays within a few GB; only its tokenizer and config are converted); ``"torch"``:
+    :class:`HFLLM` on the converted folder (``dtype`` float32 unless given); ``"auto"`` (the default):
+    openvino where installed, else torch with a warning. ``answer_style`` (``instruction`` | ``system``): the
+    answer prompt's style, by default the one the model's ladder entry was checked with.
     """
+    ladder_model = find(model)
+    style = answer_style or (ladder_model.answer_style if ladder_model else "instruction")
+    if style not in ("instruction", "system"):
+        raise ConfigError(f"unknown answer_style {style!r}; styles: ['instruction', 'system']")
+    llm = _load(model, cache_dir, spec, engine, weights, dtype, num_threads, json_mode, engine_opts)
+    llm.answer_style = style
+    return llm
+
+
+def _load(model: str, cache_dir: str | Path | None, spec: str | None, engine: str, weights: str | None,
+          dtype: str | None, num_threads: int | None, json_mode: str, engine_opts: dict[str, Any]) -> Any:
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine {engine!r} for the local backend; engines: {list(ENGINES)}")
-    folder = ensure_converted(model, cache_dir)
+    if weights is not None and weights not in WEIGHTS:
+        raise ConfigError(f"unknown weights {weights!r} for the openvino engine; weights: {list(WEIGHTS)}")
+    gguf = gguf_file(model)
     short = short_name(model)
     spec = spec or ("local" if short == "smollm2" else f"local:{model}")
-    if weights is None:  # the GGUF's own blocks where they are Q4_1 (SmolLM2's), else the fp16 export
-        weights = OPENVINO_DEFAULTS["weights"] if gguf_has_q4_1(folder, resolve_model(model)) else DEFAULT_WEIGHTS
+    chosen = weights is None
+    if weights is None:  # the GGUF's own blocks where they are Q4_1 (SmolLM2's), else OpenVINO reads the GGUF
+        weights = OPENVINO_DEFAULTS["weights"] if gguf_has_q4_1(model, gguf, cache_dir) else NATIVE
+    picked = engine == "auto"
     if engine == "auto":
-        missing = openvino_missing() or (None if exporter_python() or (exported_dir(folder, weights, cache_dir) / MARKER).is_file()
-                                         else "its export environment is missing (bash scripts/setup.sh)")
+        missing = openvino_missing()
+        if not missing and weights != NATIVE and not exporter_python():
+            exported = exported_dir(converted_dir(short, gguf, cache_dir), weights, cache_dir)
+            missing = None if (exported / MARKER).is_file() else "its export environment is missing (bash scripts/setup.sh)"
         if missing:
             log.warning("local LLM: the openvino engine is not available (%s); using the slower torch engine", missing)
         engine = "torch" if missing else "openvino"
+    torch_opts = {"spec": spec, "name": short, "dtype": dtype or "float32", "num_threads": num_threads,
+                  "json_mode": json_mode}
     if engine == "torch":
         engine_opts.pop("engine_process", None)  # torch computes on the caller's threads (and lets go of the GIL)
         if engine_opts:
             raise ConfigError(f"options {sorted(engine_opts)} need engine=openvino")
-        return HFLLM(str(folder), spec=spec, name=short, dtype=dtype or "float32", num_threads=num_threads,
-                     json_mode=json_mode)
+        return HFLLM(str(ensure_converted(model, cache_dir)), **torch_opts)
     missing = openvino_missing()
     if missing:
         raise ConfigError(f"engine=openvino: {missing} (bash scripts/setup.sh installs it), or use engine=torch")
@@ -299,6 +362,26 @@ def load_local(
     dtype = dtype or OPENVINO_DEFAULTS["dtype"]
     engine_opts.setdefault("kv_cache", OPENVINO_DEFAULTS["kv_cache"] if dtype == "float32" else DEFAULT_KV_CACHE)
     engine_opts.setdefault("dynamic_quantization", OPENVINO_DEFAULTS["dynamic_quantization"])
-    exported = ensure_exported(folder, weights, cache_dir, gguf=resolve_model(model))
-    return OVLLM(exported, folder, spec=spec, name=short, num_threads=num_threads, json_mode=json_mode, dtype=dtype,
-                 **engine_opts)
+    common = {"spec": spec, "name": short, "num_threads": num_threads, "json_mode": json_mode, "dtype": dtype}
+    if weights == NATIVE:
+        folder = ensure_tokenizer(model, cache_dir)
+        try:
+            return OVLLM(gguf, folder, weights_dir=lambda: ensure_converted(model, cache_dir), **common, **engine_opts)
+        except LLMError as exc:
+            if not chosen:
+                raise
+            # a quantisation OpenVINO's GGUF reader lacks (Q5_0, ...): the fp16 export of the converted folder
+            log.warning("local LLM: OpenVINO cannot read %s itself (%s); exporting it once instead (weights=%s)",
+                        gguf.name, str(exc).splitlines()[-1][:160], DEFAULT_WEIGHTS)
+            weights = DEFAULT_WEIGHTS
+    folder = ensure_converted(model, cache_dir)
+    try:
+        exported = ensure_exported(folder, weights, cache_dir, gguf=gguf)
+    except LLMError as exc:
+        if not picked:
+            raise
+        log.warning("local LLM: the openvino export of %s failed (%s); using the slower torch engine", gguf.name,
+                    str(exc).splitlines()[-1][:200])
+        engine_opts.pop("engine_process", None)
+        return HFLLM(str(folder), **torch_opts)
+    return OVLLM(exported, folder, **common, **engine_opts)

@@ -38,7 +38,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -92,9 +92,12 @@ class OVLLM:
     """A causal LM exported to OpenVINO, served to many threads by one continuous-batching engine.
 
     Args:
-        model_dir: the OpenVINO export (``openvino_model.xml`` and config files).
+        model_dir: the OpenVINO export (``openvino_model.xml`` and config files), or a GGUF file that
+            OpenVINO GenAI reads itself.
         torch_dir: the transformers folder it was exported from (tokenizer, chat template, and the
-            model for the embeddings path).
+            model for the embeddings path); for a GGUF, a folder with its tokenizer and config only.
+        weights_dir: makes and returns the transformers folder with weights, where ``torch_dir`` has none
+            (called at the first use of the embeddings path).
         num_threads: CPU threads of the engine (else ``$TANDEM_LLM_THREADS``, else :func:`idle_cpus`).
         max_batch: sequences decoded together at most; ``kv_cache_gb``: memory for KV blocks
             (prefix cache included).
@@ -137,6 +140,7 @@ class OVLLM:
         dynamic_quantization: int | None = None,
         relax_strings: bool = True,
         engine_process: bool = False,
+        weights_dir: Callable[[], str | Path] | None = None,
     ) -> None:
         if json_mode not in JSON_MODES:
             raise ConfigError(f"unknown json_mode {json_mode!r} for an in-process model; modes: {sorted(JSON_MODES)}")
@@ -162,8 +166,11 @@ class OVLLM:
         offline_env()
         self.spec, self.name, self.json_mode = spec, name, json_mode
         self.path, self.torch_path = str(model_dir), str(torch_dir)
+        self._weights_dir = weights_dir
         self.threads = requested_threads(num_threads) or idle_cpus()
-        props: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "CACHE_DIR": str(Path(model_dir) / "compiled"),
+        # compiled blobs beside the export, or beside the tokenizer for a GGUF OpenVINO reads itself
+        compiled = Path(model_dir) / "compiled" if Path(model_dir).is_dir() else Path(torch_dir) / "compiled"
+        props: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "CACHE_DIR": str(compiled),
                                  "KV_CACHE_PRECISION": KV_PRECISIONS[kv_cache]}
         if dtype is not None:
             props["INFERENCE_PRECISION_HINT"] = PRECISIONS[dtype]
@@ -338,10 +345,12 @@ class OVLLM:
 
     @property
     def torch_llm(self) -> HFLLM:
-        """:class:`HFLLM` on the converted folder, loaded at first use (embeddings path, training)."""
+        """:class:`HFLLM` on the converted folder, loaded at first use (embeddings path, training); for a GGUF
+        OpenVINO reads itself the folder holds no weights, and the model is converted then (``weights_dir``)."""
         with self._torch_lock:
             if self._torch is None:
-                self._torch = HFLLM(self.torch_path, spec=self.spec, name=self.name, num_threads=self.threads,
+                folder = self._weights_dir() if self._weights_dir is not None else self.torch_path
+                self._torch = HFLLM(str(folder), spec=self.spec, name=self.name, num_threads=self.threads,
                                     json_mode=self.json_mode)
             return self._torch
 

@@ -27,9 +27,10 @@ from tandem.registry import LLMS
 _IN_PROCESS = ("json_mode", "num_threads", "dtype")
 
 
-@LLMS.register("local", doc="the embedded SmolLM2 (or local:GGUF_PATH), in-process",
+@LLMS.register("local", doc="the embedded SmolLM2, local:NAME of the model ladder (tandem llm get NAME), or "
+                            "local:GGUF_PATH; in-process",
                takes=(*_IN_PROCESS, "engine", "weights", "max_batch", "kv_cache_gb", "step_tokens", "kv_cache",
-                      "dynamic_quantization", "relax_strings", "engine_process"))
+                      "dynamic_quantization", "relax_strings", "engine_process", "answer_style"))
 def _load_local(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     from tandem.llm.local import load_local
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tandem.compose import Parts
 from tandem.llm.types import LLM
-from tandem.methods.base import brief_answer_messages, call_llm, clean_answer
+from tandem.methods.base import answer_style, brief_answer_messages, call_llm, clean_answer
 from tandem.methods.settings import DirectSettings
 from tandem.registry import METHODS
 from tandem.types import Answer, Question, Step, Trace
@@ -22,7 +22,7 @@ class Direct:
     def answer(self, question: Question) -> Answer:
         trace = Trace()
         step = trace.add(Step("answer"))
-        text = call_llm(self.llm, step, "answer", brief_answer_messages(question.text),
+        text = call_llm(self.llm, step, "answer", brief_answer_messages(question.text, style=answer_style(self.llm)),
                         max_tokens=self.max_tokens, temperature=self.temperature)
         return Answer(question.id, clean_answer(text), trace, self.name)
 

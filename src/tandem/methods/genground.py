@@ -36,6 +36,7 @@ from tandem.llm.types import LLM, Message
 from tandem.methods.base import (
     Role,
     Search,
+    answer_style,
     brief_answer_messages,
     call_llm,
     call_structured,
@@ -220,7 +221,7 @@ class GenGround:
             pairs.append((plan.sub_question, answer))
         final = trace.add(Step("answer"))
         notes = f"Sub-questions and their answers:\n{pairs_text(pairs)}" if pairs else ""
-        text = call_llm(self.llm, final, "answer", brief_answer_messages(question.text, notes=notes),
+        text = call_llm(self.llm, final, "answer", brief_answer_messages(question.text, notes=notes, style=answer_style(self.llm)),
                         max_tokens=self.max_tokens, temperature=self.temperature)
         return Answer(question.id, clean_answer(text), trace, self.name)
 

@@ -21,6 +21,7 @@ from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM, Message
 from tandem.methods.base import (
     Search,
+    answer_style,
     brief_answer_messages,
     call_llm,
     clean_answer,
@@ -135,7 +136,8 @@ class IRCoT:
         mark_exchange(step, "reason", "fallback", "no answer marker: one brief answer call")
         final = trace.add(Step("answer", notes={"reason": "no answer marker within the step cap"}))
         text = call_llm(self.llm, final, "answer",
-                        brief_answer_messages(question.text, docs, "Reasoning so far:\n" + "\n".join(thoughts)),
+                        brief_answer_messages(question.text, docs, "Reasoning so far:\n" + "\n".join(thoughts),
+                                              style=answer_style(self.llm)),
                         max_tokens=32, temperature=self.temperature)
         return Answer(question.id, clean_answer(text), trace, self.name)
 

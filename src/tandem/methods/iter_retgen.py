@@ -17,6 +17,7 @@ from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM, Message
 from tandem.methods.base import (
     Search,
+    answer_style,
     brief_answer_messages,
     call_llm,
     clean_answer,
@@ -73,7 +74,8 @@ class IterRetGen:
             return Answer(question.id, found, trace, self.name)
         final = trace.add(Step("answer", notes={"reason": "no answer marker in the last generation"}))
         text = call_llm(self.llm, final, "answer",
-                        brief_answer_messages(question.text, docs, "Reasoning so far:\n" + generation),
+                        brief_answer_messages(question.text, docs, "Reasoning so far:\n" + generation,
+                                              style=answer_style(self.llm)),
                         max_tokens=32, temperature=self.temperature)
         return Answer(question.id, clean_answer(text), trace, self.name)
 

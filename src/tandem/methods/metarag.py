@@ -40,6 +40,7 @@ from tandem.llm.types import LLM, Message
 from tandem.methods.base import (
     Role,
     Search,
+    answer_style,
     brief_answer_messages,
     call_llm,
     call_structured,
@@ -163,7 +164,7 @@ class MetaRAG:
         return float(va @ vb)
 
     def _accepted(self, step: Step, question: str, docs: list[Document], gen: Generation) -> bool:
-        messages = brief_answer_messages(question, docs)
+        messages = brief_answer_messages(question, docs, style=answer_style(self.llm))
         if self.send_schema:
             value, raw = call_structured(self.llm, step, PSEUDO, messages, parse_pseudo, temperature=self.temperature,
                                          fallback="the reply's cleaned text is the pseudo-answer")

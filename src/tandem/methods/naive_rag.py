@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM
-from tandem.methods.base import Search, brief_answer_messages, call_llm, clean_answer, search_reranked
+from tandem.methods.base import Search, answer_style, brief_answer_messages, call_llm, clean_answer, search_reranked
 from tandem.methods.settings import NaiveRAGSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
@@ -31,7 +31,7 @@ class NaiveRAG:
         step.hits = hits
         trace.read([d.id for d in docs])
         answer_step = trace.add(Step("answer"))
-        text = call_llm(self.llm, answer_step, "answer", brief_answer_messages(question.text, docs),
+        text = call_llm(self.llm, answer_step, "answer", brief_answer_messages(question.text, docs, style=answer_style(self.llm)),
                         max_tokens=self.max_tokens, temperature=self.temperature)
         return Answer(question.id, clean_answer(text), trace, self.name)
 

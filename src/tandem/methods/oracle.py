@@ -10,7 +10,7 @@ from tandem.compose import Parts
 from tandem.errors import DataError
 from tandem.index.store import DocStore
 from tandem.llm.types import LLM
-from tandem.methods.base import brief_answer_messages, call_llm, clean_answer
+from tandem.methods.base import answer_style, brief_answer_messages, call_llm, clean_answer
 from tandem.methods.settings import OracleSettings
 from tandem.registry import METHODS
 from tandem.types import Answer, Document, Question, Step, Trace
@@ -40,7 +40,7 @@ class Oracle:
         docs = self.evidence(question)
         trace.read(list(question.gold_doc_ids))
         step = trace.add(Step("answer", notes={"evidence": self.mode}))
-        text = call_llm(self.llm, step, "answer", brief_answer_messages(question.text, docs),
+        text = call_llm(self.llm, step, "answer", brief_answer_messages(question.text, docs, style=answer_style(self.llm)),
                         max_tokens=self.max_tokens, temperature=self.temperature)
         return Answer(question.id, clean_answer(text), trace, self.name)
 

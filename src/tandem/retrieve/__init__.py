@@ -109,6 +109,12 @@ def _graph(index: Index, s: GraphSettings) -> GraphRetriever:
     return GraphRetriever(index, first, dense=dense, **graph)
 
 
+def best_retriever(index: Index) -> str:
+    """The retriever a question-answering run uses when none is named: ``graph`` where the index has the
+    graph extra (multi-hop recall: docs/retrieval.md), else the index's own kind."""
+    return "graph" if index.has("graph") and index.kind != "graph" else index.kind
+
+
 def open_retriever(index: str | Path | Index, kind: str | None = None, **options: Any) -> Retriever:
     """A retriever over ``index``; ``kind`` defaults to the index's own kind (bm25, dense or hybrid).
 
@@ -128,4 +134,4 @@ def open_retriever(index: str | Path | Index, kind: str | None = None, **options
 
 
 __all__ = ["BM25Retriever", "DenseRetriever", "GraphRetriever", "GraphSettings", "HybridRetriever",
-           "HybridSettings", "Retriever", "open_retriever"]
+           "HybridSettings", "Retriever", "best_retriever", "open_retriever"]

