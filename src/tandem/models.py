@@ -69,10 +69,6 @@ def resolve_model(name: str) -> str:
     """
     if canonical_name(name) in _EMBEDDED:
         return str(embedded_path(name))
-    from tandem.llm.ladder import find, gguf_path
-
-    if find(name) is not None:  # a model of the local backend's ladder: its GGUF, assembled once from PyPI parts
-        return str(gguf_path(name))
     expanded = os.path.expanduser(name)
     if os.path.exists(expanded):
         from tandem.outdir import check_files

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tandem.errors import ConfigError, ModelNotFoundError
 from tandem.io import atomic_open
+from tandem.models import cache_root
 
 CHUNK = 8 << 20  # bytes read at a time while assembling (memory stays flat whatever the model's size)
 
@@ -112,8 +113,6 @@ def _not_installed(model: LadderModel, missing: list[Part]) -> ModelNotFoundErro
 
 def assembled_path(model: LadderModel, root: Path | None = None) -> Path:
     """Where the assembled GGUF of a split model lives (whether or not it exists yet)."""
-    from tandem.models import cache_root
-
     base = root if root is not None else cache_root("models", "gguf")
     return base / f"{model.name}-{model.sha256[:12]}.gguf"
 

@@ -43,6 +43,7 @@ from tandem.errors import ConfigError, LLMError, ModelNotFoundError
 from tandem.io import atomic_path, write_json_atomic
 from tandem.llm.hf import HFLLM
 from tandem.llm.ladder import find
+from tandem.llm.ladder import gguf_path as ladder_gguf
 from tandem.llm.ov_engine import DEFAULT_KV_CACHE
 from tandem.models import cache_root, canonical_name, offline_env, resolve_model
 
@@ -100,7 +101,10 @@ def ensure_converted(name: str = "smollm2", cache_dir: str | Path | None = None)
 
 
 def gguf_file(name: str) -> Path:
-    """The GGUF file model ``name`` (a ladder name or a path) resolves to."""
+    """The GGUF file model ``name`` (a ladder name, :mod:`tandem.llm.ladder`, or a path) resolves to."""
+    ladder_model = find(name)
+    if ladder_model is not None and len(ladder_model.parts) > 1:  # assembled once from its PyPI parts
+        return ladder_gguf(name)
     gguf = Path(resolve_model(name))
     if gguf.suffix != ".gguf" or not gguf.is_file():
         raise ModelNotFoundError(f"local backend needs a GGUF file; {name!r} resolved to {gguf}")
@@ -363,6 +367,7 @@ def _load(model: str, cache_dir: str | Path | None, spec: str | None, engine: st
     engine_opts.setdefault("kv_cache", OPENVINO_DEFAULTS["kv_cache"] if dtype == "float32" else DEFAULT_KV_CACHE)
     engine_opts.setdefault("dynamic_quantization", OPENVINO_DEFAULTS["dynamic_quantization"])
     common = {"spec": spec, "name": short, "num_threads": num_threads, "json_mode": json_mode, "dtype": dtype}
+    unread = ""
     if weights == NATIVE:
         folder = ensure_tokenizer(model, cache_dir)
         try:
@@ -370,9 +375,8 @@ def _load(model: str, cache_dir: str | Path | None, spec: str | None, engine: st
         except LLMError as exc:
             if not chosen:
                 raise
-            # a quantisation OpenVINO's GGUF reader lacks (Q5_0, ...): the fp16 export of the converted folder
-            log.warning("local LLM: OpenVINO cannot read %s itself (%s); exporting it once instead (weights=%s)",
-                        gguf.name, str(exc).splitlines()[-1][:160], DEFAULT_WEIGHTS)
+            # a quantisation or architecture OpenVINO's GGUF reader lacks (Q5_0, gemma3): the fp16 export instead
+            unread = f"OpenVINO cannot read {gguf.name} itself ({_last_line(exc)})"
             weights = DEFAULT_WEIGHTS
     folder = ensure_converted(model, cache_dir)
     try:
@@ -380,8 +384,16 @@ def _load(model: str, cache_dir: str | Path | None, spec: str | None, engine: st
     except LLMError as exc:
         if not picked:
             raise
-        log.warning("local LLM: the openvino export of %s failed (%s); using the slower torch engine", gguf.name,
-                    str(exc).splitlines()[-1][:200])
+        why = f"{unread}, and its openvino export failed" if unread else f"the openvino export of {gguf.name} failed"
+        log.warning("local LLM: %s (%s); using the slower torch engine", why, _last_line(exc))
         engine_opts.pop("engine_process", None)
         return HFLLM(str(folder), **torch_opts)
+    if unread:
+        log.warning("local LLM: %s; exported it once instead (weights=%s)", unread, weights)
     return OVLLM(exported, folder, **common, **engine_opts)
+
+
+def _last_line(exc: BaseException) -> str:
+    """The last line of an error's message, cut to 200 characters (engines' messages run to tracebacks)."""
+    lines = str(exc).strip().splitlines()
+    return lines[-1][:200] if lines else type(exc).__name__
