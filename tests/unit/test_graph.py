@@ -282,3 +282,33 @@ def test_expansion_matrix_spreads_a_hubs_vote():
     assert (expansion_matrix(mention, 0.0) @ parents).ravel().tolist() == [0.0, 1.0, 2.0, 1.0]
     damped = (expansion_matrix(mention, 1.0) @ parents).ravel()
     assert damped == pytest.approx([0.0, 1 / 3, 1 / 3 + 1.0, 1 / 3])
+
+
+def test_question_answering_defaults_to_the_graph_where_the_index_has_it_and_paper_presets_keep_the_index_kind(tmp_path):
+    from tandem.compose import build_runnable
+    from tandem.config import RunConfig
+    from tandem.eval.run import build_run
+    from tandem.llm.fake import FakeLLM
+    from tandem.retrieve import best_retriever
+
+    build_index(BRIDGE_DOCS, tmp_path / "idx", kind="bm25")
+    plain = open_index(tmp_path / "idx")
+    assert best_retriever(plain) == "bm25"
+    method, _ = build_runnable("naive_rag", FakeLLM(default="x"), plain)
+    assert method.search.retriever.name == "bm25"
+    add_extras(tmp_path / "idx", [GraphExtra(max_df=1.0)])
+    graph = open_index(tmp_path / "idx")
+    assert best_retriever(graph) == "graph"
+    method, _ = build_runnable("naive_rag", FakeLLM(default="x"), graph)
+    assert method.search.retriever.name == "graph"
+    answer = method.answer(__import__("tandem.types", fromlist=["Question"]).Question("q", "Who starred in Kiss and Tell?"))
+    assert answer.trace.steps[0].hits and {h.source for h in answer.trace.steps[0].hits} == {"graph"}
+    named = RunConfig.from_dict({"method": "naive_rag", "index": str(tmp_path / "idx"), "llm": {"spec": "fake:x"},
+                                 "retriever": {"kind": "bm25"}})
+    assert build_run(named)[0].search.retriever.name == "bm25"  # a named retriever is kept
+    # DualRAG's paper preset searches with the run's retriever (no first stage of its own): the index's kind
+    paper = RunConfig.from_dict({"method": "dualrag", "index": str(tmp_path / "idx"), "llm": {"spec": "fake:x"},
+                                 "preset": "paper"})
+    assert build_run(paper)[0].search.retriever.name == "bm25"
+    plain_dual = RunConfig.from_dict({"method": "dualrag", "index": str(tmp_path / "idx"), "llm": {"spec": "fake:x"}})
+    assert build_run(plain_dual)[0].search.retriever.name == "graph"

@@ -26,7 +26,7 @@ def test_options_go_to_the_backend_or_the_method():
     assert backend == {"json_mode": "prompt"} and method == {"temperature": 0.3, "max_tokens": {"reasoner": 512}}
     backend, method = split_llm_options("openai:m@http://h/v1", parse_pairs(["timeout=30", "max_tokens=16"]), "ircot")
     assert backend == {"timeout": 30} and method == {"max_tokens": 16}
-    with pytest.raises(ConfigError, match=r"unknown --llm-opt 'timeout'.*valid keys: \['dtype', 'dynamic_quantization', 'engine', 'engine_process', 'json_mode'"):
+    with pytest.raises(ConfigError, match=r"unknown --llm-opt 'timeout'.*valid keys: \['answer_style', 'dtype', 'dynamic_quantization', 'engine', 'engine_process', 'json_mode'"):
         split_llm_options("local", {"timeout": 3}, "dualrag")
     with pytest.raises(ConfigError, match="max_tokens.ROLE"):
         split_llm_options("local", {"max_tokens": 3}, "dualrag")  # roles: the per-role form

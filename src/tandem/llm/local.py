@@ -154,7 +154,7 @@ def _convert(gguf: Path, out: Path, *, weights: bool = True) -> float:
         if hasattr(config, "quantization_config"):
             del config.quantization_config
         generation = GenerationConfig.from_model_config(config)
-        _end_at_im_end(tokenizer, generation)
+        _chat_fixes(tokenizer, generation, config.model_type)
         config.save_pretrained(out)
         generation.save_pretrained(out)
         tokenizer.save_pretrained(out)
@@ -166,19 +166,32 @@ def _convert(gguf: Path, out: Path, *, weights: bool = True) -> float:
     fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     fresh.load_state_dict(loaded.state_dict(), strict=True)
     fresh.generation_config = loaded.generation_config
-    _end_at_im_end(tokenizer, fresh.generation_config)
+    _chat_fixes(tokenizer, fresh.generation_config, config.model_type)
     fresh.save_pretrained(out)
     tokenizer.save_pretrained(out)
     return time.perf_counter() - start
 
 
-def _end_at_im_end(tokenizer: Any, generation: Any) -> None:
-    """A GGUF conversion may leave eos = ``<|im_start|>``; the assistant turn of a ChatML model ends at ``<|im_end|>``."""
+#: chat templates for GGUFs that carry none, by architecture (Gemma 3's turn format)
+CHAT_TEMPLATES = {"gemma": (
+    "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'system' %}{{ m['content'] + '\n\n' }}"
+    "{% else %}{{ '<start_of_turn>' + ('model' if m['role'] == 'assistant' else 'user') + '\n' + m['content'] "
+    "+ '<end_of_turn>\n' }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<start_of_turn>model\n' }}{% endif %}")}
+
+
+def _chat_fixes(tokenizer: Any, generation: Any, model_type: str) -> None:
+    """A GGUF conversion may leave eos = ``<|im_start|>``: a ChatML model's assistant turn ends at ``<|im_end|>``;
+    a GGUF without a chat template gets its architecture's (:data:`CHAT_TEMPLATES`), where one is known."""
     end_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
     if isinstance(end_id, int) and end_id != tokenizer.unk_token_id:
         generation.eos_token_id = end_id
         if tokenizer.eos_token != "<|im_end|>":
             tokenizer.eos_token = "<|im_end|>"
+    if not getattr(tokenizer, "chat_template", None):
+        family = next((k for k in CHAT_TEMPLATES if model_type.startswith(k)), None)
+        if family is not None:
+            log.info("the GGUF carries no chat template: using %s's", family)
+            tokenizer.chat_template = CHAT_TEMPLATES[family]
 
 
 def short_name(name: str) -> str:
