@@ -25,9 +25,12 @@ def gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
 
     def ovllm(model_dir, folder, **kw):
         seen["ov"].append(Path(model_dir))
-        if seen.get("native_fails") and Path(model_dir) == path:
-            raise LLMError("local: OpenVINO could not load model.gguf: Check failed\n[load_gguf] gguf_tensor_to_f16 failed")
         return _Engine(kind="openvino", path=Path(model_dir), weights_dir=kw.get("weights_dir"))
+
+    def native(folder, gguf, cache_dir=None):
+        if seen.get("native_fails"):
+            raise LLMError("OpenVINO could not read model.gguf (exit 1): RuntimeError: [load_gguf] gguf_tensor_to_f16 failed")
+        return tmp_path / "native-ir"
 
     def exported(folder, weights, cache_dir=None, gguf=None):
         if seen.get("export_fails"):
@@ -40,6 +43,7 @@ def gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.setattr(local, "openvino_missing", lambda: None)
     monkeypatch.setattr(local, "exporter_python", lambda: Path("/usr/bin/python3"))
     monkeypatch.setattr(local, "ensure_exported", exported)
+    monkeypatch.setattr(local, "ensure_native", native)
     monkeypatch.setattr(local, "HFLLM", lambda folder, **kw: _Engine(kind="torch", path=Path(folder)))
     monkeypatch.setattr("tandem.llm.ov_engine.OVLLM", ovllm)
     seen["path"] = path
@@ -48,7 +52,7 @@ def gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
 
 def test_a_gguf_openvino_reads_runs_on_the_file_itself(gguf, caplog):
     llm = local.load_local(str(gguf["path"]))
-    assert llm.kind == "openvino" and llm.path == gguf["path"] and llm.answer_style == "instruction"
+    assert llm.kind == "openvino" and llm.path.name == "native-ir" and llm.answer_style == "instruction"
     assert callable(llm.weights_dir)  # the weights are converted only when the torch path asks
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
 
