@@ -24,7 +24,7 @@ def show_ladder() -> None:
     for col in ("name", "model", "size", "memory", "NativeRAG s/question", "licence", "installed"):
         table.add_column(col, overflow="fold")
     for m in LADDER.values():
-        size = f"{m.size / 1e9:.2f} GB" if m.size else "0.1 GB"
+        size = f"{m.size / 1e9:.2f} GB"
         default = " (default)" if DEFAULT_LLM in (m.name, *m.aliases) else ""
         table.add_row(m.name + default, f"{m.title} {m.quantization}", size, m.memory, m.speed, m.licence,
                       "yes" if installed(m) else f"no: {m.install_command}")
