@@ -166,14 +166,20 @@ def build_runnable(method: str, llm: LLM, index: Index | None = None, settings: 
     if needs_index(method) and index is None:
         raise ConfigError(f"method {method!r} retrieves: it needs an index")
     search = store = None
+    chosen = ""
     if index is not None:
         ret = retriever or RetrieverConfig()
-        kind = ret.kind or best_retriever(index)
-        search = Search(open_retriever(index, kind, **ret.options(index.kind)), index.store)
+        # settings given for the index's own kind (--retriever-opt without --retriever) keep that kind
+        kind = ret.kind or (index.kind if ret.settings else best_retriever(index))
+        chosen = "" if ret.kind else f"{kind} (the default: graph where the index has the graph extra)"
+        search = Search(open_retriever(index, kind, **ret.options(kind)), index.store)
         store = index.store
     if store is None and passages:
         store = DocStore(list(passages))
-    return build_method(method, llm, search, store, index=index, settings=settings), store
+    built = build_method(method, llm, search, store, index=index, settings=settings)
+    if chosen:  # recorded in a run's config.json notes: what searched, where the config left it to the default
+        built.build_notes = {**getattr(built, "build_notes", {}), "retriever": chosen}  # type: ignore[attr-defined]
+    return built, store
 
 
 __all__ = ["Parts", "build_method", "build_reranker", "build_runnable", "dense_search", "index_behind",

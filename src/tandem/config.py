@@ -80,6 +80,8 @@ class RunConfig(Settings):
 
     def select(self, questions: Sequence[T]) -> list[T]:
         """The questions this run answers: ``offset`` skipped, then at most ``limit``."""
+        if self.offset and self.offset >= len(questions):
+            raise ConfigError(f"--offset {self.offset} skips every question: the dataset has {len(questions)}")
         end = self.offset + self.limit if self.limit else None
         return list(questions[self.offset:end])
 

@@ -4,7 +4,7 @@ hash checked, and errors that name the command that installs a model."""
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
+import importlib
 from pathlib import Path
 
 import pytest
@@ -87,11 +87,15 @@ def test_an_unknown_model_lists_the_ladder():
 
 def test_a_verdict_with_its_reason_is_the_verdict():
     replies = {"Yes, both Random House Tower and 888 7th Avenue are in New York.": "Yes", "No - they are not.": "No",
-               "Yesterday, he left": "Yesterday, he left", "Nobody": "Nobody", "yes": "yes"}
+               "No. They differ.": "No", "Yesterday, he left": "Yesterday, he left", "Nobody": "Nobody", "yes": "yes",
+               "No. 10 Downing Street": "No. 10 Downing Street", "No-one": "No-one", "Yes-man": "Yes-man"}
     assert {reply: clean_answer(reply) for reply in replies} == replies
 
 
-def test_installed_part_distributions_are_found_by_metadata(split_model):
-    model, _, _ = split_model
-    assert ladder.installed(model)
-    assert importlib.metadata.distribution("tiny-part2").version == "0.1.0"
+def test_a_damaged_file_of_the_right_size_is_hashed_and_assembled_again(split_model):
+    model, whole, root = split_model
+    path = ladder.gguf_path("tiny-model", root=root)
+    path.write_bytes(b"X" * len(whole))  # same size, other bytes: the stamp no longer matches its time
+    lines: list[str] = []
+    assert ladder.gguf_path("tiny-model", root=root, progress=lines.append).read_bytes() == whole
+    assert len(lines) == 3  # assembled again

