@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tandem.llm import local  # noqa: E402 - after the importorskip guards
+from tandem.llm import convert, local  # noqa: E402 - after the importorskip guards
 from tandem.llm.hf import HFLLM  # noqa: E402
 
 FRANCE = LLMRequest.from_prompt("What is the capital of France? Answer in one word.", max_tokens=32)
@@ -77,7 +77,7 @@ def test_second_load_uses_the_cache(llm: HFLLM, monkeypatch: pytest.MonkeyPatch)
     def no_conversion(*args: object) -> float:
         raise AssertionError("the converted model should have been reused")
 
-    monkeypatch.setattr(local, "_convert", no_conversion)
+    monkeypatch.setattr(convert, "_convert", no_conversion)
     start = time.perf_counter()
     again = load_llm("local", engine="torch")
     elapsed = time.perf_counter() - start
