@@ -51,6 +51,9 @@ def test_the_parts_are_assembled_in_order_once_with_their_hash_checked(split_mod
     assert lines == [f"assembling tiny-model: part {i}/3" for i in (1, 2, 3)]
     lines.clear()
     assert ladder.gguf_path("tiny-model", root=root, progress=lines.append) == path and lines == []  # once
+    next(root.glob("*.checked")).unlink()  # no stamp (a file from elsewhere): hashed, found right, kept
+    assert ladder.gguf_path("tiny-model", root=root, progress=lines.append) == path and lines == []
+    assert next(root.glob("*.checked")).read_text().startswith(model.sha256)
 
 
 def test_a_damaged_part_is_caught_by_the_pinned_hash_and_nothing_is_left(split_model, monkeypatch):

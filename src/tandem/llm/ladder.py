@@ -132,12 +132,13 @@ def _checked(target: Path, model: LadderModel) -> bool:
     """Whether ``target`` is the assembled file whose hash was checked: its stamp (hash, size, time) matches.
     A file of the right size without a matching stamp (a copy, a file changed since) is hashed again."""
     try:
-        if _stamp(target).read_text() == _stamp_text(target, model):
-            return True
         if target.stat().st_size != model.size:
             return False
-    except OSError:  # no file or no stamp yet
+    except OSError:  # no file yet
         return False
+    with contextlib.suppress(OSError):  # no stamp: hash the file
+        if _stamp(target).read_text() == _stamp_text(target, model):
+            return True
     digest = hashlib.sha256()
     with open(target, "rb") as f:
         while chunk := f.read(CHUNK):
