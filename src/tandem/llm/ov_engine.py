@@ -92,10 +92,9 @@ class OVLLM:
     """A causal LM exported to OpenVINO, served to many threads by one continuous-batching engine.
 
     Args:
-        model_dir: the OpenVINO export (``openvino_model.xml`` and config files), or a GGUF file that
-            OpenVINO GenAI reads itself.
+        model_dir: the OpenVINO export (``openvino_model.xml`` and config files).
         torch_dir: the transformers folder it was exported from (tokenizer, chat template, and the
-            model for the embeddings path); for a GGUF, a folder with its tokenizer and config only.
+            model for the embeddings path), or one with the tokenizer and config only (``weights_dir``).
         weights_dir: makes and returns the transformers folder with weights, where ``torch_dir`` has none
             (called at the first use of the embeddings path).
         num_threads: CPU threads of the engine (else ``$TANDEM_LLM_THREADS``, else :func:`idle_cpus`).
@@ -168,9 +167,7 @@ class OVLLM:
         self.path, self.torch_path = str(model_dir), str(torch_dir)
         self._weights_dir = weights_dir
         self.threads = requested_threads(num_threads) or idle_cpus()
-        # compiled blobs beside the export, or beside the tokenizer for a GGUF OpenVINO reads itself
-        compiled = Path(model_dir) / "compiled" if Path(model_dir).is_dir() else Path(torch_dir) / "compiled"
-        props: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "CACHE_DIR": str(compiled),
+        props: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "CACHE_DIR": str(Path(model_dir) / "compiled"),
                                  "KV_CACHE_PRECISION": KV_PRECISIONS[kv_cache]}
         if dtype is not None:
             props["INFERENCE_PRECISION_HINT"] = PRECISIONS[dtype]
