@@ -191,11 +191,47 @@ def test_step_cap(search):
     roles.llms["reasoner"].default = think("still need more")
     roles.llms["entity_identifier"].default = plan(("Warsaw", ["Warsaw"]))
     roles.llms["summarizer"].default = note("Warsaw is on the Vistula.")
-    ans = roles.method(search).answer(QUESTION)  # default max_iter = 5
+    ans = roles.method(search, stop_when_stuck=False).answer(QUESTION)  # default max_iter = 5
     assert [s.name for s in ans.trace.steps] == ["iteration 1", "iteration 2", "iteration 3", "iteration 4", "iteration 5", "answer"]
     assert len(roles.llms["reasoner"].calls) == 5 and len(roles.llms["answer"].calls) == 1
     # Warsaw's documents were read in step 1: later steps found nothing unread, so no more summaries
     assert len(roles.llms["summarizer"].calls) == 1
+
+
+def test_a_stuck_loop_stops_once_the_thought_repeats_and_nothing_new_is_read(search):
+    roles = Roles()
+    roles.llms["reasoner"].default = think("still need more")
+    roles.llms["entity_identifier"].default = plan(("Warsaw", ["Warsaw"]))
+    roles.llms["summarizer"].default = note("Warsaw is on the Vistula.")
+    ans = roles.method(search).answer(QUESTION)
+    # step 1 reads Warsaw's documents; step 2 repeats the thought and reads nothing new: answer
+    assert [s.name for s in ans.trace.steps] == ["iteration 1", "iteration 2", "answer"]
+    assert "stuck" in ans.trace.steps[1].notes["stopped"] and "stopped" not in ans.trace.steps[0].notes
+    # a new thought on a step that reads nothing keeps the loop going
+    roles = Roles(reasoner=[think("need Warsaw"), think("need the river"), think("still the river"),
+                            think("still the river"), think("done", False)])
+    roles.llms["entity_identifier"].default = plan(("Warsaw", ["Warsaw"]))
+    roles.llms["summarizer"].default = note("Warsaw is on the Vistula.")
+    ans = roles.method(search).answer(QUESTION)
+    assert [s.name for s in ans.trace.steps][-2:] == ["iteration 4", "answer"]
+
+
+def test_a_first_step_that_answers_from_memory_is_overruled(search):
+    roles = Roles(reasoner=[think("Marie Curie was born in Paris.", False), think("need Warsaw"),
+                            think("The Vistula.", False)],
+                  entity=[plan(("Marie Curie", ["Marie Curie birthplace"])), plan(("Warsaw", ["Warsaw"]))],
+                  summarizer=["Marie Curie was born in Warsaw.", "Warsaw is on the Vistula."])
+    ans = roles.method(search).answer(QUESTION)
+    first = ans.trace.steps[0]
+    assert first.notes["need_retrieve"] is False and "guess is dropped" in first.notes["overruled"]
+    assert first.notes["entities"] == {"Marie Curie": ["Marie Curie birthplace"]}  # it retrieved
+    # the guess is not in the history the later roles read
+    assert all("born in Paris" not in p for p in roles.prompts("entity_identifier") + roles.prompts("answer"))
+    # the authors' code: step 1 may answer from memory
+    roles = Roles(reasoner=[think("Marie Curie was born in Paris.", False)])
+    ans = roles.method(search, knowledge_first=False).answer(QUESTION)
+    assert [s.name for s in ans.trace.steps] == ["iteration 1", "answer"]
+    assert "born in Paris" in roles.prompts("answer")[0]
 
 
 def test_entity_linking_appends_and_skips_read_documents(search):
@@ -325,7 +361,7 @@ def test_warm_requests_begin_as_each_roles_prompts_do_and_carry_its_schema(searc
 def test_an_answer_below_its_label_is_the_answer(search):
     """SmolLM2 often writes the label on a line of its own: "The answer is:", a blank line, the answer."""
     roles = Roles(reasoner=[think("done", False)], answer=["The answer is:\n\nWarsaw.\nMarie Curie was born there."])
-    assert roles.method(search).answer(QUESTION).text == "Warsaw"
+    assert roles.method(search, knowledge_first=False).answer(QUESTION).text == "Warsaw"
     replies = {"Answer: Paris.": "Paris", "Paris\nmore": "Paris", "The answer is:": "", "": "",
                "So the answer is:\n\n 1901": "1901", ".\nParis": "",  # no label: the first line is the answer
                "Answer:\nCompleted Chain: (Marie Curie, born in, Warsaw)": "",  # a field of its own, not the answer
@@ -405,9 +441,9 @@ def test_role_llms_and_settings(tmp_path, small_docs):
 
 def test_answer_styles(search):
     roles = Roles(reasoner=[think("done", False)], answer=["Answer: the Vistula.\nBecause..."])
-    assert roles.method(search).answer(QUESTION).text == "the Vistula"
+    assert roles.method(search, knowledge_first=False).answer(QUESTION).text == "the Vistula"
     roles = Roles(reasoner=[think("done", False)], answer=["The river is the Vistula.\nIt flows through Warsaw."])
-    assert roles.method(search, answer_style="complete").answer(QUESTION).text.endswith("flows through Warsaw.")
+    assert roles.method(search, answer_style="complete", knowledge_first=False).answer(QUESTION).text.endswith("flows through Warsaw.")
     assert "complete answer" in roles.prompts("answer")[0]
     with pytest.raises(ConfigError, match="setting 'answer_style': Input should be 'short' or 'complete'"):
         roles.method(search, answer_style="long")

@@ -5,7 +5,8 @@
     thoughts <- []
     for step in 1..max_iter:
         thought, need_retrieve <- Reasoner(outline, question, thoughts)
-        thoughts += thought
+        if not need_retrieve and outline = {} and knowledge_first: need_retrieve <- true  (the guess is dropped)
+        else: thoughts += thought
         if not need_retrieve: break
         for entity, keywords in EntityIdentifier(outline, question, thoughts, known=entities(outline) - {else}):
             pool <- union by doc id of retrieve(keyword, candidates=50) for each keyword
@@ -13,6 +14,7 @@
             unread <- docs not in outline[entity].supports
             summary <- Summarizer(question, thoughts, entity, keywords, unread)
             outline[entity] += summary, unless summary is None/empty; an entity left empty is removed
+        if nothing unread this step and thought = previous thought and stop_when_stuck: break
     return Answer(outline, question, thoughts)
 
 The entities of one step have outline entries of their own, so their Summarizer calls are independent:
@@ -140,6 +142,7 @@ class DualRAG:
         self.search, self.reranker = search, reranker
         self.max_iter, self.candidates, self.k = s.max_iter, s.candidates, s.k
         self.use_reasoner, self.use_entity_identifier, self.use_outline = s.use_reasoner, s.use_entity_identifier, s.use_outline
+        self.knowledge_first, self.stop_when_stuck = s.knowledge_first, s.stop_when_stuck
         self.answer_style, self.max_entities, self.temperature = s.answer_style, s.max_entities, s.temperature
         self.send_schema, self.parallel_summaries = s.send_schema, s.parallel_summaries
         roles = {**P.STRUCTURED_ROLES, P.ENTITY_IDENTIFIER.name: P.entity_role(s.max_entities)}
@@ -152,14 +155,21 @@ class DualRAG:
         for i in range(1, self.max_iter + 1):
             step = trace.add(Step(f"iteration {i}"))
             thought, need_retrieve = self._reason(step, outline, question.text, thoughts, last=i == self.max_iter)
-            thoughts.append(thought)
             step.notes.update(thought=thought, need_retrieve=need_retrieve)
+            if not need_retrieve and self.knowledge_first and not outline.entries and i < self.max_iter:
+                step.notes["overruled"] = "no knowledge read yet: the guess is dropped and retrieval goes on"
+                need_retrieve = True
+            else:
+                thoughts.append(thought)
             if not need_retrieve:
                 break
             plan = self._identify(step, outline, question.text, thoughts)
             step.notes.update(entities=dict(plan), hits={}, summaries={})
-            self._aggregate(trace, step, outline, question.text, thoughts, plan)
+            read = self._aggregate(trace, step, outline, question.text, thoughts, plan)
             step.notes["outline"] = outline.render()
+            if self.stop_when_stuck and not read and thoughts[-2:-1] == thoughts[-1:]:
+                step.notes["stopped"] = "stuck: the thought repeats and no new document was read"
+                break
         final = trace.add(Step("answer", notes={"outline": outline.render()}))
         style = self.answer_style
         text = call_llm(self.llms["answer"], final, "answer",
@@ -188,7 +198,7 @@ class DualRAG:
     # -- RaQ: Entity Identifier -----------------------------------------------------------------
 
     def _identify(self, step: Step, outline: Outline, question: str, thoughts: list[str]) -> list[tuple[str, list[str]]]:
-        fallback = [(P.ELSE_ENTITY, [thoughts[-1] or question])]
+        fallback = [(P.ELSE_ENTITY, [(thoughts[-1] if thoughts else "") or question])]
         if not self.use_entity_identifier:
             return fallback
         messages = P.entity_messages(outline.render(), question, thoughts, outline.known_entities())
@@ -212,23 +222,26 @@ class DualRAG:
         return self.reranker.rerank(query, pool, self.k)
 
     def _aggregate(self, trace: Trace, step: Step, outline: Outline, question: str, thoughts: list[str],
-                   plan: list[tuple[str, list[str]]]) -> None:
+                   plan: list[tuple[str, list[str]]]) -> bool:
         """pKA for each entity of the plan, in its order: retrieve, keep the docs its outline entry has not
         read, summarize them, add the notes to the outline. Each entity has an entry of its own, so its
         Summarizer call depends on no other entity's: where the Summarizer's LLM batches concurrent requests
         they are sent at once (``parallel_summaries``) and recorded in the plan's order: given the same replies,
-        a step that succeeds has the trace and outline of the calls sent one by one."""
+        a step that succeeds has the trace and outline of the calls sent one by one. True when a document was read."""
+        read = False
         if not self.use_outline:  # the raw documents, unstructured, in one bucket: each entity reads after the last
             for entity, keywords in plan:
                 unread = self._read(trace, step, outline, P.RAW_DOCS_ENTITY, entity, keywords)
                 if unread:
+                    read = True
                     self._keep(step, outline, P.RAW_DOCS_ENTITY, entity, "\n\n".join(P.render_doc(d) for d in unread),
                                unread)
-            return
+            return read
         todo = [(entity, keywords, unread) for entity, keywords in plan
                 if (unread := self._read(trace, step, outline, entity, entity, keywords))]
         for (entity, _keywords, unread), content in zip(todo, self._summarize(step, question, thoughts, todo), strict=True):
             self._keep(step, outline, entity, entity, content, unread)
+        return bool(todo)
 
     def _read(self, trace: Trace, step: Step, outline: Outline, bucket: str, entity: str,
               keywords: list[str]) -> list[Document]:

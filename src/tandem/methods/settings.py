@@ -98,6 +98,13 @@ class DualRAGSettings(RerankSettings):
                                                                               "retriever; a --retriever other than "
                                                                               "the index's kind (graph, bm25 on a "
                                                                               "hybrid index) is searched either way", json_schema_extra=SERVER_ONLY)
+    knowledge_first: bool = Field(True, description="a Reasoner's 'no retrieval needed' before any knowledge is "
+                                                    "read is overruled and its guess dropped (the paper's rule: "
+                                                    "reason only from retrieved knowledge); false: the authors' "
+                                                    "code, where step 1 may answer from memory")
+    stop_when_stuck: bool = Field(True, description="answer once a step repeats the last thought and reads no "
+                                                    "new document (nothing can change; false: always run to "
+                                                    "max_iter, as the authors' code)")
     use_reasoner: bool = Field(True, description="false = ablation 'w/o R' (IRCoT-style sentences)")
     use_entity_identifier: bool = Field(True, description="false = ablation 'w/o EI' (the thought is the query)")
     use_outline: bool = Field(True, description="false = ablation 'w/o KO' (raw documents, no summaries)")
