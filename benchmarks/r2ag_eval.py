@@ -29,7 +29,7 @@ from tandem.index.encoder import load_encoder
 from tandem.index.store import DocStore
 from tandem.llm import load_llm
 from tandem.llm.types import LLMRequest
-from tandem.methods.base import brief_answer_messages, clean_answer
+from tandem.methods.answers import brief_answer_messages, clean_answer
 from tandem.methods.r2ag import R2AG, rank_and_featurize
 from tandem.methods.r2ag_prompts import shorten
 from tandem.methods.settings import R2AGSettings

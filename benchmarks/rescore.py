@@ -1,5 +1,5 @@
 """Score a QA run folder's recorded answer replies again with today's answer reading
-(``tandem.methods.base.clean_answer``): what a change of that rule alone does to EM / F1, with no LLM call.
+(``tandem.methods.answers.clean_answer``): what a change of that rule alone does to EM / F1, with no LLM call.
 Methods whose answer is the last call's reply (Direct, NativeRAG, Oracle, the baselines' final answers).
 
     python benchmarks/rescore.py runs/A [runs/B ...]
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tandem.eval.qa_metrics import answer_scores
 from tandem.eval.runner import read_finished
-from tandem.methods.base import clean_answer
+from tandem.methods.answers import clean_answer
 
 
 def rescore(folder: Path) -> dict[str, float]:

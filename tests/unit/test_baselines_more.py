@@ -10,8 +10,8 @@ import pytest
 
 from tandem.errors import ConfigError
 from tandem.methods import Search, build_method
+from tandem.methods.answers import ANSWER_MARKER
 from tandem.methods.genground import ASK, GROUND, PLAN, parse_ground, parse_ground_json, parse_plan
-from tandem.methods.ircot import ANSWER_MARKER
 from tandem.methods.metarag import (
     GENERATE,
     PSEUDO,

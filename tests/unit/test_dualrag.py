@@ -13,9 +13,8 @@ from tandem.errors import ConfigError, LLMError
 from tandem.index import build_index, open_index
 from tandem.methods import Search, build_method
 from tandem.methods import dualrag_prompts as P
-from tandem.methods.base import clean_answer
+from tandem.methods.answers import ANSWER_MARKER, clean_answer
 from tandem.methods.dualrag import DualRAG, Outline, union_by_id
-from tandem.methods.ircot import ANSWER_MARKER
 from tandem.methods.settings import DualRAGSettings
 from tandem.rerank import BiEncoderReranker
 from tandem.retrieve import open_retriever

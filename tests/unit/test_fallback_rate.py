@@ -11,8 +11,8 @@ from tests.unit.test_dualrag import Roles, plan
 
 from tandem.eval.runner import protocol_health
 from tandem.methods import build_method
+from tandem.methods.answers import ANSWER_MARKER
 from tandem.methods.cooprag import CoopRAG
-from tandem.methods.ircot import ANSWER_MARKER
 from tandem.methods.settings import CoopRAGSettings
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Answer, Question
@@ -87,5 +87,5 @@ def test_lenient_json_counts_as_repaired_not_parsed(search):
     lenient = 'Sure: {"thought": "Marie Curie was born in Warsaw.", "need_retrieve": "no"}'
     for reply, expected in ((strict, (1, 1, 0, 0)), (lenient, (1, 0, 1, 0))):
         roles = Roles(reasoner=[reply], summarizer=[])
-        ans = roles.method(search).answer(QUESTION)
+        ans = roles.method(search, knowledge_first=False).answer(QUESTION)
         assert rate(ans, "reasoner") == expected, reply

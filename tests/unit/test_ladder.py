@@ -13,7 +13,7 @@ from tandem.errors import ModelNotFoundError
 from tandem.llm import ladder
 from tandem.llm.ladder import LadderModel, Part
 from tandem.llm.local import short_name
-from tandem.methods.base import clean_answer
+from tandem.methods.answers import clean_answer
 
 
 def _install(site: Path, dist: str, version: str, module: str, data: bytes) -> None:

@@ -56,7 +56,7 @@ def test_run_metrics_report_protocol_health(tmp_path, small_docs):
     llm = FakeLLM(rules=[("You are the reasoning half", "not json at all")], default="Vistula", constrains_json=True)
     llm.rules.append(("Reply again", think))  # the repair round parses
     questions = [Question("a", "Which river?", ("Vistula",)), Question("b", "Which river again?", ("Vistula",))]
-    metrics = run_qa(DualRAG(llm, Search(open_retriever(idx), idx.store)), questions, tmp_path / "run",
+    metrics = run_qa(DualRAG(llm, Search(open_retriever(idx), idx.store), DualRAGSettings(knowledge_first=False)), questions, tmp_path / "run",
                      {"method": "dualrag", "dataset": "t"})
     assert metrics["structured_calls"] == 2 and metrics["parse_rate"] == 0.0 and metrics["fallback_rate"] == 0.0
     assert metrics["protocol"]["reasoner"] == {"calls": 2, "schema_decoded": 2, "parsed_first": 0, "repaired": 2,

@@ -6,7 +6,7 @@ import pytest
 
 from tandem.errors import ConfigError
 from tandem.methods import build_method
-from tandem.methods.ircot import ANSWER_MARKER, extract_answer, first_sentence
+from tandem.methods.answers import ANSWER_MARKER, extract_answer, first_sentence
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Question
 

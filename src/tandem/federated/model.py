@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from tandem.errors import ConfigError, DataError, IndexMismatchError
-from tandem.methods.base import clean_answer as first_answer_line
+from tandem.methods.answers import clean_answer as first_answer_line
 from tandem.models import canonical_name
 from tandem.settings import Settings
 from tandem.types import Document
@@ -211,7 +211,7 @@ _LEAD = re.compile(r"^\s*(the\s+)?(short\s+|final\s+)?answer\b(\s+to\s+(the|this
 
 
 def clean_answer(text: str) -> str:
-    """The reader's answer in a generation: :func:`tandem.methods.base.clean_answer` with a leading "The
+    """The reader's answer in a generation: :func:`tandem.methods.answers.clean_answer` with a leading "The
     (short / final) answer (to the question) is" label, colon or not."""
     return first_answer_line(text, _LEAD)
 

@@ -55,7 +55,7 @@ class LadderModel(BaseModel):
     licence: str
     memory: str  # engine's resident memory, measured (docs/llm.md)
     speed: str  # measured NativeRAG seconds a question (docs/llm.md)
-    #: the answer prompt's style this model was checked with (tandem.methods.base.brief_answer_messages)
+    #: the answer prompt's style this model was checked with (tandem.methods.answers.brief_answer_messages)
     answer_style: str = "instruction"
 
     @property

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextvars
 import functools
 import json
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -260,64 +259,3 @@ def mark_exchange(step: Step, role: str, outcome: str, fallback: str = "") -> No
 def format_docs(docs: Sequence[Document]) -> str:
     """Documents numbered for a prompt: ``[1] Title: text``."""
     return "\n".join(f"[{i}] {d.title}: {d.text}" if d.title else f"[{i}] {d.text}" for i, d in enumerate(docs, 1))
-
-
-#: the answer instruction after the question (style ``instruction``): asks for the answer's words only and
-#: does not name yes or no - a system prompt that did made Qwen2.5-1.5B answer "yes" or "no" to over half of
-#: the questions that ask neither (docs/llm.md, "Answer prompts per model")
-BRIEF_INSTRUCTION = "Answer with a few words only (a name, a date, a number or a short phrase), not a sentence."
-#: style ``system``: the same asked in a system prompt, the user turn ending at ``Answer:`` - SmolLM2-135M's
-#: (on it the instruction style scored lower, and lost the demo's answer)
-BRIEF_SYSTEM = (
-    "You answer questions as briefly as possible: a name, a date, a number or a short phrase, "
-    "never a full sentence and never an explanation. If the question asks yes or no, answer "
-    "'yes' or 'no'."
-)
-ANSWER_STYLES = ("instruction", "system")
-
-
-def answer_style(llm: Any) -> str:
-    """The answer prompt's style for ``llm``: the model's own (``answer_style``, set by the local backend from
-    its ladder entry or ``--llm-opt answer_style=``), else ``instruction``."""
-    style = getattr(llm, "answer_style", None)
-    return style if style in ANSWER_STYLES else "instruction"
-
-
-def brief_answer_messages(question: str, docs: Sequence[Document] = (), notes: str = "",
-                          style: str = "instruction") -> list[Message]:
-    """The answer prompt shared by Direct, NativeRAG, Oracle and IRCoT's fallback answer: the documents, notes
-    and question, then :data:`BRIEF_INSTRUCTION` (``style="instruction"``, one user turn) or a system prompt
-    (``"system"``, :data:`BRIEF_SYSTEM`), and the ``Answer:`` cue."""
-    parts = []
-    if docs:
-        parts.append("Use these documents to answer.\n" + format_docs(docs))
-    if notes:
-        parts.append(notes)
-    if style == "system":
-        parts.append(f"Question: {question}\nAnswer:")
-        return [Message("system", BRIEF_SYSTEM), Message("user", "\n\n".join(parts))]
-    parts.append(f"Question: {question}\n{BRIEF_INSTRUCTION}\nAnswer:")
-    return [Message("user", "\n\n".join(parts))]
-
-
-_LABEL = re.compile(r"^\s*(?:(?:so\s+)?the answer is|final answer|answer|a)\s*:\s*", re.IGNORECASE)
-_FIELD = re.compile(r"^[A-Z][\w ]{0,30}:")  # "Question:", "Completed Chain:", "Explanation:" - not an answer
-# "Yes, both are ..." - the verdict, then why; not "No. 10 Downing Street", "No-one", "Yes-man"
-_VERDICT = re.compile(r"^(yes|no)(?:\s*[,;:!]|\s+[-\u2013]|\.\s+(?!\d))\s*\S", re.IGNORECASE)
-
-
-def clean_answer(text: str, label: re.Pattern[str] = _LABEL) -> str:
-    """The first line of a short answer, without a leading ``label`` ("Answer:", "The answer is:") or trailing
-    period. A label alone on the first line leaves the answer to the next line that has text, unless that
-    line is a field of its own ("Question: ...", "Explanation: ..."): SmolLM2 often writes "The answer is:",
-    a blank line, then the answer. A reply that opens with a verdict and goes on to explain it ("Yes, both
-    are American") is the verdict."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    if not lines:
-        return ""
-    first, labelled = label.subn("", lines[0])
-    answer = first.strip().rstrip(".").strip()
-    if not answer and labelled and len(lines) > 1 and not _FIELD.match(lines[1]):
-        answer = label.sub("", lines[1]).strip().rstrip(".").strip()
-    verdict = _VERDICT.match(answer)
-    return verdict.group(1) if verdict else answer

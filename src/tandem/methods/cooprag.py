@@ -25,7 +25,13 @@ from tandem.compose import Parts, dense_search
 from tandem.errors import ConfigError
 from tandem.llm.types import LLM, Message
 from tandem.methods import cooprag_prompts as P
-from tandem.methods.base import Search, call_llm, call_structured, mark_exchange, role_budgets
+from tandem.methods.base import (
+    Search,
+    call_llm,
+    call_structured,
+    mark_exchange,
+    role_budgets,
+)
 from tandem.methods.settings import CoopRAGSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker

@@ -18,7 +18,8 @@ from typing import Any
 from tandem.errors import ParseError
 from tandem.llm.jsonparse import parse_json
 from tandem.llm.types import Message
-from tandem.methods.base import Role, clean_answer
+from tandem.methods.answers import clean_answer
+from tandem.methods.base import Role
 from tandem.types import Document
 
 UNCERTAIN = "<UNCERTAIN>"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from tandem.compose import Parts
 from tandem.llm.types import LLM
-from tandem.methods.base import answer_style, brief_answer_messages, call_llm, clean_answer
+from tandem.methods.answers import answer_style, brief_answer_messages, clean_answer
+from tandem.methods.base import call_llm
 from tandem.methods.settings import DirectSettings
 from tandem.registry import METHODS
 from tandem.types import Answer, Question, Step, Trace

@@ -45,17 +45,16 @@ from tandem.compose import Parts, dense_search, load_role_llms, read_with_rerank
 from tandem.errors import ConfigError
 from tandem.llm.types import LLM, LLMRequest, Message, batches
 from tandem.methods import dualrag_prompts as P
+from tandem.methods.answers import clean_answer, extract_answer, first_sentence
 from tandem.methods.base import (
     Role,
     Search,
     at_once,
     call_llm,
     call_structured,
-    clean_answer,
     mark_exchange,
     role_budgets,
 )
-from tandem.methods.ircot import extract_answer, first_sentence
 from tandem.methods.settings import DualRAGSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker

@@ -23,8 +23,8 @@ from typing import Any
 from tandem.errors import ParseError
 from tandem.llm.jsonparse import parse_json
 from tandem.llm.types import Message
+from tandem.methods.answers import ANSWER_MARKER
 from tandem.methods.base import Role
-from tandem.methods.ircot import ANSWER_MARKER
 from tandem.types import Document
 
 ROLES = ("reasoner", "entity_identifier", "summarizer", "answer")

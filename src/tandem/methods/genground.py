@@ -33,14 +33,12 @@ from tandem.compose import searching_with_reranker
 from tandem.errors import ParseError
 from tandem.llm.jsonparse import parse_json
 from tandem.llm.types import LLM, Message
+from tandem.methods.answers import answer_style, brief_answer_messages, clean_answer
 from tandem.methods.base import (
     Role,
     Search,
-    answer_style,
-    brief_answer_messages,
     call_llm,
     call_structured,
-    clean_answer,
     format_docs,
     mark_exchange,
     search_reranked,

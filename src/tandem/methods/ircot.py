@@ -15,16 +15,20 @@ the thought carries the exact marker, ``repaired`` when only the lenient one ("t
 
 from __future__ import annotations
 
-import re
-
 from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM, Message
-from tandem.methods.base import (
-    Search,
+from tandem.methods.answers import (
+    ANSWER_MARKER,
     answer_style,
     brief_answer_messages,
-    call_llm,
     clean_answer,
+    extract_answer,
+    first_sentence,
+    marker_outcome,
+)
+from tandem.methods.base import (
+    Search,
+    call_llm,
     format_docs,
     mark_exchange,
     search_reranked,
@@ -33,8 +37,6 @@ from tandem.methods.settings import IRCoTSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace
-
-ANSWER_MARKER = "So the answer is:"
 
 INSTRUCTION = (
     "Answer the question by reasoning one step at a time over the documents. Each reply adds exactly "
@@ -51,38 +53,6 @@ DEMO = (
     "Marie Curie was born in Warsaw.\n"
     f"{ANSWER_MARKER} Warsaw"
 )
-# the paper's marker, matched leniently: small models drop the "So"
-_MARKER = re.compile(r"(?:so\s+)?the answer is\s*:", re.IGNORECASE)
-_EXACT_MARKER = re.compile(r"so\s+the answer is\s*:", re.IGNORECASE)
-_PERIOD = re.compile(r"\.(\s|$)")
-_ABBREVIATIONS = {"dr", "mr", "mrs", "ms", "st", "jr", "sr", "vs", "no", "mt", "ft", "e.g", "i.e", "etc", "inc", "co"}
-
-
-def first_sentence(text: str) -> str:
-    """The first line, cut after its first sentence unless it carries the answer marker."""
-    line = text.strip().splitlines()[0].strip() if text.strip() else ""
-    if _MARKER.search(line):
-        return line
-    for match in _PERIOD.finditer(line):
-        word = line[: match.start()].rsplit(None, 1)[-1].lower() if line[: match.start()].strip() else ""
-        if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
-            continue  # "Dr. Smith", "J. R. R. Tolkien"
-        return line[: match.start() + 1]
-    return line
-
-
-def extract_answer(thought: str) -> str | None:
-    """The text after the answer marker, or None if the marker is absent (case-insensitive)."""
-    match = _MARKER.search(thought)
-    return clean_answer(thought[match.end():]) if match else None
-
-
-def marker_outcome(text: str) -> str:
-    """How a reply's answer marker was read: ``parsed`` (the prompt's "So the answer is:"), ``repaired``
-    (the lenient "the answer is:"), ``fallback`` (none)."""
-    if _EXACT_MARKER.search(text):
-        return "parsed"
-    return "repaired" if _MARKER.search(text) else "fallback"
 
 
 class IRCoT:

@@ -15,17 +15,22 @@ from __future__ import annotations
 
 from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM, Message
-from tandem.methods.base import (
-    Search,
+from tandem.methods.answers import (
+    ANSWER_MARKER,
     answer_style,
     brief_answer_messages,
-    call_llm,
     clean_answer,
+    extract_answer,
+    marker_outcome,
+)
+from tandem.methods.base import (
+    Search,
+    call_llm,
     format_docs,
     mark_exchange,
     search_reranked,
 )
-from tandem.methods.ircot import ANSWER_MARKER, DEMO, extract_answer, marker_outcome
+from tandem.methods.ircot import DEMO
 from tandem.methods.settings import IterRetGenSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker

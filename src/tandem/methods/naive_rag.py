@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM
-from tandem.methods.base import Search, answer_style, brief_answer_messages, call_llm, clean_answer, search_reranked
+from tandem.methods.answers import answer_style, brief_answer_messages, clean_answer
+from tandem.methods.base import Search, call_llm, search_reranked
 from tandem.methods.settings import NaiveRAGSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tandem.errors import ConfigError
-from tandem.methods.base import clean_answer
+from tandem.methods.answers import clean_answer
 from tandem.types import Document
 
 TEMPLATES = ("chat", "alpaca")

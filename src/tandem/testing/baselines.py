@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tandem.llm.types import LLMRequest
-from tandem.methods.ircot import ANSWER_MARKER
+from tandem.methods.answers import ANSWER_MARKER
 
 # one numbered document line as methods format them: "[1] Title: text"
 _DOC_LINE = re.compile(r"^\[(\d+)\] ([^:\n]+): (.*)$", re.MULTILINE)
