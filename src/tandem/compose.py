@@ -15,7 +15,7 @@ from typing import Any
 
 from tandem.config import RetrieverConfig
 from tandem.errors import ConfigError
-from tandem.index.build import Index
+from tandem.index.index import Index
 from tandem.index.store import DocStore
 from tandem.llm.types import LLM
 from tandem.methods.base import Method, Search

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import httpx
 
 from tandem.errors import ConfigError, TandemError
-from tandem.index.build import Index
+from tandem.index.index import Index
 from tandem.llm.types import LLM
 from tandem.secrets import redact
 

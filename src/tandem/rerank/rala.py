@@ -34,7 +34,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tandem.errors import ConfigError
-from tandem.index.build import Index
+from tandem.index.index import Index
 from tandem.index.layers import CLS_MODES, EXTRA_PREFIX, LayerEncoder, LayerFeatures
 from tandem.index.store import DocStore
 from tandem.rerank.base import ranked

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from tandem.errors import ConfigError
-from tandem.index.build import Index, open_index
+from tandem.index.index import Index, open_index
 from tandem.registry import RETRIEVERS, NoSettings
 from tandem.retrieve.base import Retriever
 from tandem.retrieve.dense import DenseRetriever

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tandem.index.build import Index
+from tandem.index.index import Index
 from tandem.retrieve.base import BatchRetriever, hits_from_arrays
 from tandem.types import Hit
 

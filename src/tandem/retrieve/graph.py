@@ -48,8 +48,8 @@ import numpy as np
 from scipy import sparse
 
 from tandem.errors import ConfigError
-from tandem.index.build import Index
 from tandem.index.graph import DEFAULT_GRAPH, EXTRA_PREFIX, GRAPH_ARRAYS, TitleLinker, load_graph
+from tandem.index.index import Index
 from tandem.retrieve.base import Retriever
 from tandem.retrieve.dense import DenseRetriever
 from tandem.retrieve.hybrid import rrf_scores

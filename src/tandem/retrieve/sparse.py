@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tandem.index.bm25 import tokenize
-from tandem.index.build import Index
+from tandem.index.index import Index
 from tandem.retrieve.base import BatchRetriever, hits_from_arrays
 from tandem.types import Hit
 

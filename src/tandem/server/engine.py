@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 from tandem.compose import build_runnable
 from tandem.errors import ConfigError, Conflict, IndexError_, ModelNotFoundError, NotFound, TandemError
 from tandem.index import open_index
-from tandem.index.build import Index
+from tandem.index.index import Index
 from tandem.index.store import DocStore
 from tandem.io import check_text
 from tandem.llm import load_llm, parse_spec
