@@ -40,7 +40,8 @@ def relaxed_vs_bounded(threads: int | None) -> None:
     """Each request on an engine with ``relax_strings`` on and one with it off: identical replies, seconds."""
     from tandem.llm import LLMRequest
     from tandem.llm.local import load_local
-    from tandem.methods import cooprag_prompts, dualrag_prompts
+    from tandem.methods import cooprag_prompts
+    from tandem.methods.dualrag import prompts as dualrag_prompts
 
     fast, slow = (load_local(engine="openvino", relax_strings=on, num_threads=threads) for on in (True, False))
     for llm in (fast, slow):
@@ -82,7 +83,7 @@ def main() -> None:
         return
 
     from tandem.llm import LLMRequest, load_llm
-    from tandem.methods import dualrag_prompts as P
+    from tandem.methods.dualrag import prompts as P
 
     print(json.dumps({"uptime_start": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()}))
     llm = load_llm("local", engine=args.engine, num_threads=args.threads)

@@ -10,7 +10,8 @@ from tandem.corpus import load_dataset
 from tandem.index import build_index, open_index
 from tandem.llm import load_llm
 from tandem.methods import Search, build_method
-from tandem.methods import dualrag_prompts as P
+from tandem.methods.dualrag import parse as R
+from tandem.methods.dualrag import prompts as P
 from tandem.render import render_trace
 from tandem.retrieve import open_retriever
 
@@ -39,7 +40,7 @@ def test_dualrag_one_question_on_local_models(tmp_path):
     first = steps[0].notes
     reasoner = [c for c in steps[0].llm_calls if c.role.startswith("reasoner")]
     # the recorded thought is the Reasoner's (last, usable) reply parsed; greedy: it asks to retrieve every run
-    assert P.parse_reasoner(reasoner[-1].output) == (first["thought"], True) and first["thought"]
+    assert R.parse_reasoner(reasoner[-1].output) == (first["thought"], True) and first["thought"]
     # the retrieval step: entities with their keywords, at most k hits each, the outline recorded
     assert first["entities"] and all(len(ids) <= 3 for ids in first["hits"].values())
     assert steps[0].queries and steps[0].hits and answer.trace.docs_read

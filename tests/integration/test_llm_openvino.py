@@ -85,7 +85,7 @@ def test_concurrent_requests_decode_together_each_with_its_grammar(llm: OVLLM) -
 
 
 def test_relaxed_strings_give_the_bounded_grammars_replies_with_continuations(llm: OVLLM) -> None:
-    from tandem.methods import dualrag_prompts
+    from tandem.methods.dualrag import prompts as dualrag_prompts
 
     bounded = load_llm("local", engine="openvino", relax_strings=False)
     assert isinstance(bounded, OVLLM) and "relax_strings=False" in bounded.engine_note

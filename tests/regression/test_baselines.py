@@ -9,7 +9,7 @@ from tests.conftest import benchmark_script, shared
 
 from tandem.llm.jsonparse import validate
 from tandem.llm.types import LLMRequest, Message
-from tandem.methods.dualrag_prompts import SCHEMAS
+from tandem.methods.dualrag.prompts import SCHEMAS
 from tandem.testing.baselines import FIGURES, METHOD_SETTINGS, reader_reply, schema_instance
 
 script = benchmark_script("baselines")

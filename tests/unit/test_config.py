@@ -14,7 +14,7 @@ from tandem.compose import build_method
 from tandem.config import RunConfig, read_config_file
 from tandem.errors import ConfigError
 from tandem.eval.runner import PREDICTIONS
-from tandem.methods.settings import DualRAGSettings
+from tandem.methods.dualrag.settings import DualRAGSettings
 from tandem.registry import METHODS
 from tandem.testing.fake_llm import FakeLLM
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tandem.errors import ConfigError
-from tandem.methods.settings import CoopRAGSettings, DualRAGSettings, GenGroundSettings
+from tandem.methods.dualrag.settings import DualRAGSettings
+from tandem.methods.settings import CoopRAGSettings, GenGroundSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,10 +12,11 @@ import pytest
 from tandem.errors import ConfigError, LLMError
 from tandem.index import build_index, open_index
 from tandem.methods import Search, build_method
-from tandem.methods import dualrag_prompts as P
 from tandem.methods.answers import ANSWER_MARKER, clean_answer
 from tandem.methods.dualrag import DualRAG, Outline, union_by_id
-from tandem.methods.settings import DualRAGSettings
+from tandem.methods.dualrag import parse as R
+from tandem.methods.dualrag import prompts as P
+from tandem.methods.dualrag.settings import DualRAGSettings
 from tandem.rerank import BiEncoderReranker
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder
@@ -181,8 +182,8 @@ def test_entity_identifier_output_is_coerced(search):
                   summarizer=["Warsaw is on the Vistula."])
     ans = roles.method(search).answer(QUESTION)
     assert ans.trace.steps[0].notes["entities"] == {"Warsaw": ["Warsaw river", "Vistula"]}
-    assert P.coerce_entities({"entities": [{"entity": "A", "keywords": []}]}) == [("A", ["A"])]
-    assert P.coerce_entities({"entities": []}) is None and P.coerce_entities("x") is None
+    assert R.coerce_entities({"entities": [{"entity": "A", "keywords": []}]}) == [("A", ["A"])]
+    assert R.coerce_entities({"entities": []}) is None and R.coerce_entities("x") is None
 
 
 def test_step_cap(search):
@@ -248,10 +249,10 @@ def test_entity_linking_appends_and_skips_read_documents(search):
 
 
 def test_none_summary_rule_is_exact(search):
-    assert P.is_none_summary("None") and P.is_none_summary(" none. ") and P.is_none_summary("**None**")
-    assert P.is_none_summary("") and P.is_none_summary('"None."')
-    assert not P.is_none_summary("Nonetheless, Warsaw lies on the Vistula.")
-    assert not P.is_none_summary("None of the documents mention it, but Warsaw is in Poland.")
+    assert R.is_none_summary("None") and R.is_none_summary(" none. ") and R.is_none_summary("**None**")
+    assert R.is_none_summary("") and R.is_none_summary('"None."')
+    assert not R.is_none_summary("Nonetheless, Warsaw lies on the Vistula.")
+    assert not R.is_none_summary("None of the documents mention it, but Warsaw is in Poland.")
     roles = Roles(reasoner=[think("need"), think("done", False)],
                   entity=[plan(("Marie Curie", ["Marie Curie"]), ("Paris", ["Paris Seine"]))],
                   summarizer=["None.", "Nonetheless, Paris is the capital of France."])
@@ -472,4 +473,4 @@ def test_entity_cap_follows_max_entities(search):
     entities = lambda m: m.roles["entity_identifier"].bounded["properties"]["entities"]["maxItems"]  # noqa: E731
     assert entities(uncapped) == P.DECODED_ENTITIES == 5 and entities(capped) == 2
     six = plan(*[(f"Entity {i}", [f"keyword {i}"]) for i in range(6)])
-    assert len(P.parse_entities(six)) == 6  # parsing caps nothing
+    assert len(R.parse_entities(six)) == 6  # parsing caps nothing

@@ -13,7 +13,8 @@ import pytest
 
 from tandem.llm.json_grammar import LONG_STRING, Cursor, RelaxedPlan, is_long
 from tandem.llm.structured import json_ebnf
-from tandem.methods import cooprag_prompts, dualrag_prompts, genground, metarag
+from tandem.methods import cooprag_prompts, genground, metarag
+from tandem.methods.dualrag import prompts as dualrag_prompts
 
 xgrammar = pytest.importorskip("xgrammar")
 from xgrammar.testing import _is_grammar_accept_string as accepts  # noqa: E402

@@ -14,7 +14,7 @@ from tandem.index import build_index, open_index
 from tandem.llm.options import parse_pairs, split_llm_options
 from tandem.methods import Search
 from tandem.methods.dualrag import DualRAG
-from tandem.methods.settings import DualRAGSettings
+from tandem.methods.dualrag.settings import DualRAGSettings
 from tandem.retrieve import open_retriever
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Question

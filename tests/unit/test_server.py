@@ -175,7 +175,7 @@ def test_a_full_queue_answers_429_with_retry_after_and_searches_still_answer(ind
 
 
 def test_the_default_methods_instructions_are_computed_ahead_where_the_llm_keeps_them(index_dir):
-    from tandem.methods import dualrag_prompts as P
+    from tandem.methods.dualrag import prompts as P
     from tandem.types import current_observer
 
     keeps = FakeLLM(default="x")

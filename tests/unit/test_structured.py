@@ -27,7 +27,7 @@ from tandem.llm.structured import (
 )
 from tandem.llm.types import LLMRequest
 from tandem.methods import cooprag_prompts as C
-from tandem.methods import dualrag_prompts as D
+from tandem.methods.dualrag import prompts as D
 
 ROLES = [*D.STRUCTURED_ROLES.values(), C.UNROLL, C.COMPLETE, C.ONE_CALL, JUDGE]
 

@@ -7,39 +7,36 @@ docs/methods/*.md."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from tandem.settings import SERVER_ONLY, Settings
-
-DUALRAG_ROLES = ("reasoner", "entity_identifier", "summarizer", "answer")
-
 
 Reranker = Literal["bi_encoder", "cross_encoder", "none"]
 
 
-def _reranker(default: str, cross_and_none: str) -> Any:
+def reranker_setting(default: str, cross_and_none: str) -> Any:
     """The ``reranker`` setting: ``default``, and what cross_encoder and none mean for the method."""
     return Field(default, description="bi_encoder: cosine with the index's encoder (offline); cross_encoder: needs "
                                       + cross_and_none, json_schema_extra=SERVER_ONLY)
 
 
-def _temperature() -> float:
+def temperature_setting() -> float:
     return Field(0.0, ge=0.0, le=2.0, description="sampling temperature of every call (0 = greedy)")
 
 
 class DirectSettings(Settings):
     """Direct: closed-book, one call with the brevity prompt (docs/methods/baselines.md)."""
 
-    temperature: float = _temperature()
+    temperature: float = temperature_setting()
     max_tokens: int = Field(32, ge=1, description="answer tokens")
 
 
 class RerankSettings(Settings):
     """The reranker a method's retrieved list goes through (built by :func:`tandem.compose.build_reranker`)."""
 
-    reranker: Reranker = _reranker("none", "reranker_model; none: retrieval order")
+    reranker: Reranker = reranker_setting("none", "reranker_model; none: retrieval order")
     reranker_model: str | None = Field(None, description="the cross-encoder (local folder or hub name, e.g. "
                                                          "BAAI/bge-reranker-v2-m3); for bi_encoder, another encoder", json_schema_extra=SERVER_ONLY)
     min_score: float | None = Field(0.0, description="cross_encoder only: keep raw logits > min_score; null keeps all", json_schema_extra=SERVER_ONLY)
@@ -60,7 +57,7 @@ class ReadSettings(RerankSettings):
 class NaiveRAGSettings(ReadSettings):
     """NativeRAG: retrieve with the question, optionally rerank ``candidates``, answer from the top ``k``."""
 
-    temperature: float = _temperature()
+    temperature: float = temperature_setting()
     max_tokens: int = Field(32, ge=1, description="answer tokens")
 
 
@@ -69,7 +66,7 @@ class OracleSettings(Settings):
 
     mode: Literal["sentence", "paragraph"] = Field("sentence", description="gold supporting sentences where the "
                                                                            "dataset has them, or whole paragraphs")
-    temperature: float = _temperature()
+    temperature: float = temperature_setting()
     max_tokens: int = Field(32, ge=1, description="answer tokens")
 
 
@@ -80,55 +77,8 @@ class IRCoTSettings(ReadSettings):
     policy: Literal["replace", "accumulate"] = Field("replace", description="replace: each step reads its own "
                                                                             "hits (DualRAG's IRCoT); accumulate: "
                                                                             "all hits so far (FlashRAG's)")
-    temperature: float = _temperature()
+    temperature: float = temperature_setting()
     max_tokens: int = Field(64, ge=1, description="tokens per thought")
-
-
-class DualRAGSettings(RerankSettings):
-    """DualRAG (docs/methods/dualrag.md): Reasoner + Entity Identifier, Summarizer + Knowledge Outline."""
-
-    renamed: ClassVar[dict[str, str]] = {"topk": "candidates", "rerank_topk": "k"}
-
-    max_iter: int = Field(5, ge=1, description="reasoning steps (paper: 5)")
-    candidates: int = Field(50, ge=1, description="first-stage hits per keyword (paper's topk: 50)")
-    k: int = Field(10, ge=1, description="documents kept per entity after reranking (paper's rerank_topk: 10)")
-    reranker: Reranker = _reranker("bi_encoder", "reranker_model (the paper's bge-reranker-v2-m3); none: the ablation")
-    keyword_retriever: Literal["dense", "index"] = Field("dense", description="dense: the index's dense part even "
-                                                                              "on a hybrid index; index: its own "
-                                                                              "retriever; a --retriever other than "
-                                                                              "the index's kind (graph, bm25 on a "
-                                                                              "hybrid index) is searched either way", json_schema_extra=SERVER_ONLY)
-    knowledge_first: bool = Field(True, description="a Reasoner's 'no retrieval needed' before any knowledge is "
-                                                    "read is overruled and its guess dropped (the paper's rule: "
-                                                    "reason only from retrieved knowledge); false: the authors' "
-                                                    "code, where step 1 may answer from memory")
-    stop_when_stuck: bool = Field(True, description="answer once a step repeats the last thought and reads no "
-                                                    "new document (nothing can change; false: always run to "
-                                                    "max_iter, as the authors' code)")
-    use_reasoner: bool = Field(True, description="false = ablation 'w/o R' (IRCoT-style sentences)")
-    use_entity_identifier: bool = Field(True, description="false = ablation 'w/o EI' (the thought is the query)")
-    use_outline: bool = Field(True, description="false = ablation 'w/o KO' (raw documents, no summaries)")
-    answer_style: Literal["short", "complete"] = Field("short", description="short: one short answer like the "
-                                                                            "baselines; complete: the paper's "
-                                                                            "free-text answer (use --reanswer)")
-    max_entities: int | None = Field(None, ge=1, description="cap on entities per Entity Identifier reply "
-                                                             "(null = none, as in the paper)")
-    role_llms: dict[str, str] = Field(default_factory=dict, description="role -> LLM spec; roles: "
-                                                                        + ", ".join(DUALRAG_ROLES), json_schema_extra=SERVER_ONLY)
-    send_schema: bool = Field(True, description="send each JSON role's bounded schema (false = prompt-only)")
-    parallel_summaries: bool = Field(True, description="summarize a step's entities at once where the "
-                                                       "Summarizer's LLM batches concurrent requests (the same "
-                                                       "calls, trace and outline; false: one after another)")
-    max_tokens: dict[str, int] = Field(default_factory=dict, description="per-role token budgets, e.g. "
-                                                                         "{'reasoner': 512}", json_schema_extra=SERVER_ONLY)
-    temperature: float = _temperature()
-
-    @model_validator(mode="after")
-    def _roles(self) -> Self:
-        unknown = sorted(set(self.role_llms) - set(DUALRAG_ROLES))
-        if unknown:
-            raise ValueError(f"unknown DualRAG role(s) {unknown} in role_llms; roles: {list(DUALRAG_ROLES)}")
-        return self
 
 
 class CoopRAGSettings(Settings):
@@ -144,7 +94,7 @@ class CoopRAGSettings(Settings):
     one_call: bool = Field(False, description="completion + answer in one call (paper Table 18)")
     unroll_attempts: int = Field(3, ge=1, description="unrolling tries (the authors: 5)")
     complete_attempts: int = Field(3, ge=1, description="completion tries (the authors: 3)")
-    temperature: float = _temperature()
+    temperature: float = temperature_setting()
     retry_temperature: float = Field(0.7, ge=0.0, le=2.0, description="retries sample at this temperature, seed = "
                                                                       "attempt")
     max_tokens: dict[str, int] = Field(default_factory=dict, description="per-role budgets: unroll, complete, "
@@ -184,7 +134,7 @@ class IterRetGenSettings(ReadSettings):
     ``iterations`` times."""
 
     iterations: int = Field(3, ge=1, description="retrieval-generation rounds (FlashRAG's runs: 3)")
-    temperature: float = _temperature()
+    temperature: float = temperature_setting()
     max_tokens: int = Field(256, ge=1, description="tokens per generation (a chain of thought ending in the answer)")
 
 
@@ -201,8 +151,8 @@ class GenGroundSettings(RerankSettings):
     candidates: int = Field(50, ge=1, description="first-stage hits per sub-question (DualRAG's runs: 50)")
     k: int = Field(10, ge=1, description="documents kept after reranking (DualRAG's runs: 10)")
     batch: int = Field(3, ge=1, description="documents per grounding call (the authors: 3)")
-    reranker: Reranker = _reranker("bi_encoder", "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order")
-    temperature: float = _temperature()
+    reranker: Reranker = reranker_setting("bi_encoder", "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order")
+    temperature: float = temperature_setting()
     send_schema: bool = Field(True, description="send the plan role's bounded schema (false = prompt-only)")
     ground_format: Literal["json", "tags"] = Field(
         "json", description="grounding reply: json = {evidence, answer} under a bounded schema (evidence \"Empty\" "
@@ -218,7 +168,7 @@ class MetaRAGSettings(ReadSettings):
     max_iter: int = Field(5, ge=1, description="generations at most (the authors: 5)")
     candidates: int = Field(100, ge=1, description="first-stage depth (DualRAG's runs: 100)")
     k: int = Field(10, ge=1, description="documents kept after reranking (DualRAG's runs: 10)")
-    reranker: Reranker = _reranker("bi_encoder", "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order")
+    reranker: Reranker = reranker_setting("bi_encoder", "reranker_model (DualRAG's runs: bge-reranker-v2-m3); none: first-stage order")
     monitor: Literal["pseudo_answer", "off"] = Field(
         "pseudo_answer", description="pseudo_answer: an LLM answers from the documents alone and the answer is "
                                      "accepted when the two are similar (the authors: a T5 expert); off: accept the "
@@ -229,6 +179,6 @@ class MetaRAGSettings(ReadSettings):
                                                           "the embedded MiniLM, the authors' choice)", json_schema_extra=SERVER_ONLY)
     rewrite_chars: int = Field(64, ge=1, description="rewritten queries are cut to this many characters (the "
                                                      "authors: 64)")
-    temperature: float = _temperature()
+    temperature: float = temperature_setting()
     send_schema: bool = Field(True, description="send the generator's bounded schema (false = prompt-only)")
 

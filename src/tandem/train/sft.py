@@ -34,7 +34,7 @@ from pydantic import Field, model_validator
 
 from tandem.errors import ConfigError, DataError
 from tandem.io import atomic_path, read_jsonl, write_json_atomic
-from tandem.methods.dualrag_prompts import ROLES
+from tandem.methods.dualrag.prompts import ROLES
 from tandem.outdir import atomic_dir, claim_dir, recover_swap
 from tandem.settings import Settings
 from tandem.train.r2former import load_trainer_state

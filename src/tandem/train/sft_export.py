@@ -21,7 +21,8 @@ from typing import Any
 
 from tandem.errors import DataError
 from tandem.io import ReadStats, read_jsonl, write_json_atomic, write_jsonl_atomic
-from tandem.methods.dualrag_prompts import REPAIR_SUFFIX, ROLES, parses_for
+from tandem.methods.dualrag.parse import parses_for
+from tandem.methods.dualrag.prompts import REPAIR_SUFFIX, ROLES
 from tandem.outdir import claim_dir
 
 DEFAULT_METRICS = ("acc", "em")

@@ -1,5 +1,5 @@
 """DualRAG (Cheng et al., ACL 2025): Reasoning-augmented Querying + progressive Knowledge Aggregation
-(methods.md §3; prompts and parsers in ``dualrag_prompts``)::
+(methods.md §3; prompts in ``prompts``, readers of the replies in ``parse``)::
 
     outline <- {}                      # entity -> summaries (append-only) + supports (doc ids read)
     thoughts <- []
@@ -27,7 +27,7 @@ under "else"; ``use_outline=False`` -> raw documents are stored instead of summa
 -> the union is kept in retrieval-score order, top-10.
 
 Structured output: the Reasoner, Entity Identifier and Summarizer reply in JSON under bounded
-schemas (``dualrag_prompts.STRUCTURED_ROLES``), decoded under the schema where the backend can
+schemas (``prompts.STRUCTURED_ROLES``), decoded under the schema where the backend can
 (``send_schema=False`` sends no schema: prompt-only). Fallbacks (never crash on model output, each
 counted in the run's protocol health and noted in the step): one repair round; then the Reasoner
 takes the raw text as its thought (need_retrieve = not the last step), the Entity Identifier sends
@@ -44,7 +44,6 @@ from typing import Any, TypeVar
 from tandem.compose import Parts, dense_search, load_role_llms, read_with_reranker
 from tandem.errors import ConfigError
 from tandem.llm.types import LLM, LLMRequest, Message, batches
-from tandem.methods import dualrag_prompts as P
 from tandem.methods.answers import clean_answer, extract_answer, first_sentence
 from tandem.methods.base import (
     Role,
@@ -55,7 +54,9 @@ from tandem.methods.base import (
     mark_exchange,
     role_budgets,
 )
-from tandem.methods.settings import DualRAGSettings
+from tandem.methods.dualrag import parse as R
+from tandem.methods.dualrag import prompts as P
+from tandem.methods.dualrag.settings import DualRAGSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Hit, Question, Step, Trace
@@ -97,7 +98,7 @@ class Outline:
         an entity left without content is removed. Returns whether the content was kept."""
         entry = self.entries.setdefault(entity, Knowledge())
         entry.supports += [d for d in doc_ids if d not in entry.supports]
-        keep = not P.is_none_summary(content)
+        keep = not R.is_none_summary(content)
         if keep:
             entry.summaries.append(content.strip())
         elif not entry.summaries:
@@ -189,7 +190,7 @@ class DualRAG:
             thought = thought or question
             return thought, extract_answer(thought) is None
         parsed, raw = self._json(step, P.REASONER, P.reasoner_messages(outline.render(), question, thoughts),
-                                 P.parse_reasoner, "raw text as the thought")
+                                 R.parse_reasoner, "raw text as the thought")
         if parsed is not None:
             return parsed
         return (raw.strip()[:500] or question), not last
@@ -201,7 +202,7 @@ class DualRAG:
         if not self.use_entity_identifier:
             return fallback
         messages = P.entity_messages(outline.render(), question, thoughts, outline.known_entities())
-        plan, _raw = self._json(step, P.ENTITY_IDENTIFIER, messages, P.parse_entities, "the thought as one 'else' query")
+        plan, _raw = self._json(step, P.ENTITY_IDENTIFIER, messages, R.parse_entities, "the thought as one 'else' query")
         if plan is None:
             return fallback
         linked: dict[str, list[str]] = {}
@@ -258,7 +259,7 @@ class DualRAG:
         """The Summarizer's notes for each (entity, keywords, unread docs); its raw text where it falls back."""
         def one(into: Step, entity: str, keywords: list[str], docs: list[Document]) -> str:
             notes, raw = self._json(into, P.SUMMARIZER, P.summarizer_messages(question, thoughts, entity, keywords, docs),
-                                    P.parse_summary, "raw text as the notes")
+                                    R.parse_summary, "raw text as the notes")
             return notes if notes is not None else raw.strip()
 
         if len(todo) < 2 or not (self.parallel_summaries and batches(self.llms[P.SUMMARIZER.name])):

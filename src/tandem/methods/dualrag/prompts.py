@@ -10,8 +10,7 @@ examples, then the live slots). The wording and the examples are ours, not the p
 - ``answer``            outline + question + history -> the answer
 
 ``thought`` is the IRCoT-style one-sentence role used by the "without Reasoner" ablation.
-Every parser here is lenient (it coerces what a small model gets almost right) and the caller
-falls back when it returns None; nothing in this module raises on model output.
+The parsers of the replies are in :mod:`tandem.methods.dualrag.parse`.
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tandem.errors import ParseError
-from tandem.llm.jsonparse import parse_json
 from tandem.llm.types import Message
 from tandem.methods.answers import ANSWER_MARKER
 from tandem.methods.base import Role
@@ -184,32 +181,6 @@ def reasoner_messages(outline: str, question: str, thoughts: Sequence[str]) -> l
     return [Message("user", REASONER_HEAD + "\n" + live)]
 
 
-_TRUE = {"true", "yes", "1", "y"}
-_FALSE = {"false", "no", "0", "n"}
-
-
-def coerce_reasoner(value: Any) -> tuple[str, bool] | None:
-    """``(thought, need_retrieve)`` from a parsed JSON value, tolerating strings for the flag; else None."""
-    if isinstance(value, list) and value and isinstance(value[0], dict):
-        value = value[0]
-    if not isinstance(value, dict) or not isinstance(value.get("thought"), str) or not value["thought"].strip():
-        return None
-    flag = value.get("need_retrieve")
-    if isinstance(flag, str) and flag.strip().lower() in _TRUE | _FALSE:
-        flag = flag.strip().lower() in _TRUE
-    if not isinstance(flag, bool):
-        return None
-    return value["thought"].strip(), flag
-
-
-def parse_reasoner(text: str) -> tuple[str, bool]:
-    """The Reasoner's reply -> ``(thought, need_retrieve)``; ParseError when it is not usable."""
-    value = coerce_reasoner(parse_json(text, {"type": "object"}))
-    if value is None:
-        raise ParseError("no usable 'thought' and boolean 'need_retrieve'", raw=text)
-    return value
-
-
 # Entity Identifier
 
 ENTITY_HEAD = _prompt(
@@ -272,36 +243,6 @@ def entity_messages(outline: str, question: str, thoughts: Sequence[str], known:
     live = _prompt(("Your turn", _lines(f"Question: {question}", "Known Knowledge:", outline, "Reasoning History:",
                                         history_numbered(thoughts), f"Known Entities: {names}", "Output:")))
     return [Message("user", ENTITY_HEAD + "\n" + live)]
-
-
-def coerce_entities(value: Any) -> list[tuple[str, list[str]]] | None:
-    """``[(entity, keywords)]`` from a parsed JSON value; keywords default to the entity's name.
-
-    Accepts ``{"entities": [...]}`` or a bare list; a keyword given as one string becomes a list; a
-    repeated entity merges its keywords. None when no usable entity is found.
-    """
-    items = value.get("entities") if isinstance(value, dict) else value
-    if not isinstance(items, list):
-        return None
-    merged: dict[str, list[str]] = {}
-    for item in items:
-        if not isinstance(item, dict) or not isinstance(item.get("entity"), str) or not item["entity"].strip():
-            continue
-        raw = item.get("keywords")
-        keywords = [raw] if isinstance(raw, str) else raw if isinstance(raw, list) else []
-        clean = [k.strip() for k in keywords if isinstance(k, str) and k.strip()]
-        name = item["entity"].strip()
-        bucket = merged.setdefault(name, [])
-        bucket += [k for k in (clean or [name]) if k not in bucket]
-    return list(merged.items()) or None
-
-
-def parse_entities(text: str) -> list[tuple[str, list[str]]]:
-    """The Entity Identifier's reply -> ``[(entity, keywords)]``; ParseError when no entity is usable."""
-    value = coerce_entities(parse_json(text))
-    if value is None:
-        raise ParseError("no usable entity with keywords", raw=text)
-    return value
 
 
 # Knowledge Summarizer
@@ -374,24 +315,6 @@ def summarizer_messages(question: str, thoughts: Sequence[str], entity: str, key
     return [Message("user", SUMMARIZER_HEAD + "\n" + live)]
 
 
-def parse_summary(text: str) -> str:
-    """The Summarizer's reply -> its notes (``None`` notes included); ParseError when unreadable."""
-    value = parse_json(text, {"type": "object"})
-    notes = value.get("notes") if isinstance(value, dict) else None
-    if not isinstance(notes, str):
-        raise ParseError("no string 'notes'", raw=text)
-    return notes.strip()
-
-
-_WRAPPERS = " \t\r\n\"'`*_"
-
-
-def is_none_summary(text: str) -> bool:
-    """The EXACT discard rule: the output, trimmed of whitespace/quotes/emphasis and lower-cased, is
-    empty, ``none`` or ``none.``. (The authors' substring test also dropped "Nonetheless, ...".)"""
-    return text.strip(_WRAPPERS).lower() in NONE_SUMMARIES
-
-
 # Answer
 
 ANSWER_HEAD = {
@@ -427,21 +350,3 @@ def thought_messages(outline: str, question: str, thoughts: Sequence[str]) -> li
     """One-sentence reasoning step over the outline (the reasoning so far ends the message)."""
     live = _prompt(("Background knowledge", outline), ("Question", question))
     return [Message("user", THOUGHT_HEAD + "\n" + live + "\nReasoning:\n" + "".join(t + "\n" for t in thoughts))]
-
-
-# Strict check used by the SFT export: does this output parse for its role?
-
-PARSERS = {"reasoner": parse_reasoner, "entity_identifier": parse_entities, "summarizer": parse_summary}
-
-
-def parses_for(role: str, output: str) -> bool:
-    """True when ``output`` is a well-formed reply for ``role`` (JSON roles: schema-valid and usable)."""
-    if role not in SCHEMAS:
-        return bool(output.strip())
-    try:
-        parse_json(output, SCHEMAS[role])
-        PARSERS[role](output)
-    except ParseError:
-        return False
-    return True
-

@@ -1,0 +1,58 @@
+"""DualRAG's settings (``--set KEY=VALUE``; the table in docs/methods/dualrag.md is written from this model)."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal, Self
+
+from pydantic import Field, model_validator
+
+from tandem.methods.dualrag import prompts as P
+from tandem.methods.settings import Reranker, RerankSettings, reranker_setting, temperature_setting
+from tandem.settings import SERVER_ONLY
+
+
+class DualRAGSettings(RerankSettings):
+    """DualRAG (docs/methods/dualrag.md): Reasoner + Entity Identifier, Summarizer + Knowledge Outline."""
+
+    renamed: ClassVar[dict[str, str]] = {"topk": "candidates", "rerank_topk": "k"}
+
+    max_iter: int = Field(5, ge=1, description="reasoning steps (paper: 5)")
+    candidates: int = Field(50, ge=1, description="first-stage hits per keyword (paper's topk: 50)")
+    k: int = Field(10, ge=1, description="documents kept per entity after reranking (paper's rerank_topk: 10)")
+    reranker: Reranker = reranker_setting("bi_encoder", "reranker_model (the paper's bge-reranker-v2-m3); none: the ablation")
+    keyword_retriever: Literal["dense", "index"] = Field("dense", description="dense: the index's dense part even "
+                                                                              "on a hybrid index; index: its own "
+                                                                              "retriever; a --retriever other than "
+                                                                              "the index's kind (graph, bm25 on a "
+                                                                              "hybrid index) is searched either way", json_schema_extra=SERVER_ONLY)
+    knowledge_first: bool = Field(True, description="a Reasoner's 'no retrieval needed' before any knowledge is "
+                                                    "read is overruled and its guess dropped (the paper's rule: "
+                                                    "reason only from retrieved knowledge); false: the authors' "
+                                                    "code, where step 1 may answer from memory")
+    stop_when_stuck: bool = Field(True, description="answer once a step repeats the last thought and reads no "
+                                                    "new document (nothing can change; false: always run to "
+                                                    "max_iter, as the authors' code)")
+    use_reasoner: bool = Field(True, description="false = ablation 'w/o R' (IRCoT-style sentences)")
+    use_entity_identifier: bool = Field(True, description="false = ablation 'w/o EI' (the thought is the query)")
+    use_outline: bool = Field(True, description="false = ablation 'w/o KO' (raw documents, no summaries)")
+    answer_style: Literal["short", "complete"] = Field("short", description="short: one short answer like the "
+                                                                            "baselines; complete: the paper's "
+                                                                            "free-text answer (use --reanswer)")
+    max_entities: int | None = Field(None, ge=1, description="cap on entities per Entity Identifier reply "
+                                                             "(null = none, as in the paper)")
+    role_llms: dict[str, str] = Field(default_factory=dict, description="role -> LLM spec; roles: "
+                                                                        + ", ".join(P.ROLES), json_schema_extra=SERVER_ONLY)
+    send_schema: bool = Field(True, description="send each JSON role's bounded schema (false = prompt-only)")
+    parallel_summaries: bool = Field(True, description="summarize a step's entities at once where the "
+                                                       "Summarizer's LLM batches concurrent requests (the same "
+                                                       "calls, trace and outline; false: one after another)")
+    max_tokens: dict[str, int] = Field(default_factory=dict, description="per-role token budgets, e.g. "
+                                                                         "{'reasoner': 512}", json_schema_extra=SERVER_ONLY)
+    temperature: float = temperature_setting()
+
+    @model_validator(mode="after")
+    def _roles(self) -> Self:
+        unknown = sorted(set(self.role_llms) - set(P.ROLES))
+        if unknown:
+            raise ValueError(f"unknown DualRAG role(s) {unknown} in role_llms; roles: {list(P.ROLES)}")
+        return self
