@@ -103,8 +103,8 @@ def eq3(args: argparse.Namespace, questions: list[Question], idx: Index, rala: R
 def unrolled(args: argparse.Namespace, questions: list[Question], idx: Index, rala: RaLaReranker) -> dict:
     from tandem.llm import load_llm
     from tandem.methods.base import Search
-    from tandem.methods.cooprag import QUERY_PARTS, CoopRAG, render_query
-    from tandem.methods.cooprag_prompts import Unrolled
+    from tandem.methods.cooprag.algorithm import QUERY_PARTS, CoopRAG, render_query
+    from tandem.methods.cooprag.prompts import Unrolled
     from tandem.types import Step
 
     cache = Path(args.unroll_cache)

@@ -40,7 +40,7 @@ def relaxed_vs_bounded(threads: int | None) -> None:
     """Each request on an engine with ``relax_strings`` on and one with it off: identical replies, seconds."""
     from tandem.llm import LLMRequest
     from tandem.llm.local import load_local
-    from tandem.methods import cooprag_prompts
+    from tandem.methods.cooprag import prompts as cooprag_prompts
     from tandem.methods.dualrag import prompts as dualrag_prompts
 
     fast, slow = (load_local(engine="openvino", relax_strings=on, num_threads=threads) for on in (True, False))

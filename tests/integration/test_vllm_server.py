@@ -26,7 +26,7 @@ from tandem.llm.openai_compat import OpenAILLM
 from tandem.llm.prompt_embeds import PromptEmbedsLLM
 from tandem.methods import Search, build_method
 from tandem.methods.r2ag import R2AG
-from tandem.methods.settings import R2AGSettings
+from tandem.methods.r2ag.settings import R2AGSettings
 from tandem.retrieve import open_retriever
 from tandem.train.r2former import R2Former, R2FormerConfig
 

@@ -9,9 +9,9 @@ from tandem.errors import ConfigError, ParseError
 from tandem.index import build_index, open_index
 from tandem.index.store import DocStore
 from tandem.methods import Search, build_method
-from tandem.methods import cooprag_prompts as P
-from tandem.methods.cooprag import CoopRAG, render_query
-from tandem.methods.settings import CoopRAGSettings
+from tandem.methods.cooprag import prompts as P
+from tandem.methods.cooprag.algorithm import CoopRAG, render_query
+from tandem.methods.cooprag.settings import CoopRAGSettings
 from tandem.registry import METHODS
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder

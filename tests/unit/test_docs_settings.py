@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from tandem.errors import ConfigError
+from tandem.methods.cooprag.settings import CoopRAGSettings
 from tandem.methods.dualrag.settings import DualRAGSettings
-from tandem.methods.settings import CoopRAGSettings, GenGroundSettings
+from tandem.methods.settings import GenGroundSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 

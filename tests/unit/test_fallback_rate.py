@@ -13,7 +13,7 @@ from tandem.eval.runner import protocol_health
 from tandem.methods import build_method
 from tandem.methods.answers import ANSWER_MARKER
 from tandem.methods.cooprag import CoopRAG
-from tandem.methods.settings import CoopRAGSettings
+from tandem.methods.cooprag.settings import CoopRAGSettings
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Answer, Question
 

@@ -13,7 +13,8 @@ import pytest
 
 from tandem.llm.json_grammar import LONG_STRING, Cursor, RelaxedPlan, is_long
 from tandem.llm.structured import json_ebnf
-from tandem.methods import cooprag_prompts, genground, metarag
+from tandem.methods import genground, metarag
+from tandem.methods.cooprag import prompts as cooprag_prompts
 from tandem.methods.dualrag import prompts as dualrag_prompts
 
 xgrammar = pytest.importorskip("xgrammar")

@@ -20,9 +20,9 @@ from tandem.llm.hf import HFLLM
 from tandem.llm.openai_compat import OpenAILLM, encode_prompt_embeds
 from tandem.llm.types import LLMRequest
 from tandem.methods import Search, build_method
-from tandem.methods import r2ag_prompts as P
-from tandem.methods.r2ag import R2AG, embedding_backend, inject
-from tandem.methods.settings import R2AGSettings
+from tandem.methods.r2ag import prompts as P
+from tandem.methods.r2ag.algorithm import R2AG, embedding_backend, inject
+from tandem.methods.r2ag.settings import R2AGSettings
 from tandem.registry import METHODS
 from tandem.testing.encoders import HashingEncoder
 from tandem.testing.fake_llm import FakeLLM
@@ -332,7 +332,7 @@ def test_search_hits_are_used_with_docs_retrieve(tiny_llm, docs):
 
 
 def test_lora_option_trains_adapters_and_merges_at_inference(tiny_llm, docs, tmp_path):
-    from tandem.methods.r2ag import apply_lora
+    from tandem.methods.r2ag.algorithm import apply_lora
 
     llm = HFLLM(tiny_llm.path, num_threads=1)  # a private copy: LoRA wraps its model
     base_q = llm.model.model.layers[0].self_attn.q_proj.weight.detach().clone()

@@ -26,7 +26,7 @@ from tandem.llm.structured import (
     worst_case_tokens,
 )
 from tandem.llm.types import LLMRequest
-from tandem.methods import cooprag_prompts as C
+from tandem.methods.cooprag import prompts as C
 from tandem.methods.dualrag import prompts as D
 
 ROLES = [*D.STRUCTURED_ROLES.values(), C.UNROLL, C.COMPLETE, C.ONE_CALL, JUDGE]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tandem.index.store import DocStore
-from tandem.methods.cooprag_prompts import Unrolled
+from tandem.methods.cooprag.prompts import Unrolled
 from tandem.train.retriever import (
     difficulty_weight,
     epoch_instances,

@@ -13,7 +13,7 @@ import torch
 from tandem.errors import ConfigError
 from tandem.index.layers import LayerEncoder
 from tandem.index.store import DocStore
-from tandem.methods.cooprag_prompts import Unrolled
+from tandem.methods.cooprag.prompts import Unrolled
 from tandem.models import resolve_model
 from tandem.rerank.rala import RaLaReranker
 from tandem.train.retriever import (

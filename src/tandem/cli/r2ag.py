@@ -45,7 +45,7 @@ def train_r2ag_command(
     from tandem.index.encoder import load_encoder
     from tandem.index.store import DocStore
     from tandem.llm import load_llm
-    from tandem.methods.r2ag import embedding_backend
+    from tandem.methods.r2ag.algorithm import embedding_backend
     from tandem.train import r2ag as tr
 
     with owned_output(out_dir, "r2former"):

@@ -29,8 +29,8 @@ from tandem.errors import ConfigError
 from tandem.index.encoder import Encoder
 from tandem.index.store import DocStore
 from tandem.methods.base import Search
-from tandem.methods.r2ag import inject, rank_and_featurize
-from tandem.methods.r2ag_prompts import TEMPLATES, build_prompt, choose_placeholder
+from tandem.methods.r2ag.algorithm import inject, rank_and_featurize
+from tandem.methods.r2ag.prompts import TEMPLATES, build_prompt, choose_placeholder
 from tandem.train.r2former import (
     LORA_DIR,
     R2Former,

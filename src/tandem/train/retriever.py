@@ -80,7 +80,7 @@ def training_questions(questions: Sequence[Question], store: DocStore, *, unroll
     (``parts`` of Q ‖ S ‖ R) and |S| its sub-question count; else the question, and |S| the length of
     its MuSiQue decomposition, else ``default_n_sub`` (also used when an unrolling fell back to no S).
     ``n_sub_source`` says which of the three gave |S|."""
-    from tandem.methods.cooprag import render_query
+    from tandem.methods.cooprag.algorithm import render_query
 
     out = []
     for q in questions:
@@ -273,7 +273,7 @@ def _recall(questions: Sequence[Question], retriever: Any) -> dict[str, float]:
 def read_unrollings(path: str | Path) -> dict[str, Any]:
     """id -> ``Unrolled`` from an unrolling cache (JSONL of {id, sub_questions, chain}, as
     ``benchmarks/cooprag_retrieval.py unrolled`` writes it)."""
-    from tandem.methods.cooprag_prompts import Unrolled
+    from tandem.methods.cooprag.prompts import Unrolled
 
     out = {}
     for line in Path(path).read_text(encoding="utf-8").splitlines():

@@ -29,8 +29,8 @@ from tandem.index.encoder import Encoder
 from tandem.index.store import DocStore
 from tandem.llm.types import LLM, LLMRequest, Message
 from tandem.methods.base import Search, record_call
-from tandem.methods.r2ag_prompts import build_prompt, choose_placeholder, parse_answer
-from tandem.methods.settings import R2AGSettings
+from tandem.methods.r2ag.prompts import build_prompt, choose_placeholder, parse_answer
+from tandem.methods.r2ag.settings import R2AGSettings
 from tandem.registry import METHODS
 from tandem.train.r2former import (
     R2Former,

@@ -1,4 +1,4 @@
-"""CoopRAG (Ko, Seo, Kim, NeurIPS 2025; methods.md §1; prompts and parsers in ``cooprag_prompts``)::
+"""CoopRAG (Ko, Seo, Kim, NeurIPS 2025; methods.md §1; prompts and parsers in ``prompts``)::
 
     S, R <- Unroll(Q)                       # JSON: sub-questions, triple chain with <UNCERTAIN>/<FILL>
                                             # (retried; fallback S = R = [] -> the query is Q alone)
@@ -24,7 +24,6 @@ from typing import TypeVar
 from tandem.compose import Parts, dense_search
 from tandem.errors import ConfigError
 from tandem.llm.types import LLM, Message
-from tandem.methods import cooprag_prompts as P
 from tandem.methods.base import (
     Search,
     call_llm,
@@ -32,7 +31,8 @@ from tandem.methods.base import (
     mark_exchange,
     role_budgets,
 )
-from tandem.methods.settings import CoopRAGSettings
+from tandem.methods.cooprag import prompts as P
+from tandem.methods.cooprag.settings import CoopRAGSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Hit, Question, Step, Trace
