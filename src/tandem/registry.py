@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import pkgutil
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -92,13 +93,22 @@ class Entry(Generic[T]):
                 "settings": self.describe()}
 
 
-class Registry(Generic[T]):
-    """Components of one kind by name. ``modules`` are imported on first lookup; they register their entries."""
+def subpackages(package: str) -> tuple[str, ...]:
+    """The sub-packages of ``package`` (a folder with an ``__init__.py`` each), sorted: one component each."""
+    found = importlib.import_module(package)
+    return tuple(sorted(f"{package}.{m.name}" for m in pkgutil.iter_modules(found.__path__) if m.ispkg))
 
-    def __init__(self, kind: str, modules: tuple[str, ...], *, plural: str | None = None) -> None:
+
+class Registry(Generic[T]):
+    """Components of one kind by name. ``modules`` are imported on first lookup; they register their entries.
+    ``discover``: a package whose every sub-package is such a module (one folder a component), found then."""
+
+    def __init__(self, kind: str, modules: tuple[str, ...] = (), *, discover: str | None = None,
+                 plural: str | None = None) -> None:
         self.kind = kind
         self.plural = plural or f"{kind}s"
         self._modules = modules
+        self._discover = discover
         self._entries: dict[str, Entry[T]] = {}
         self._loaded = False
         self._lock = threading.RLock()
@@ -132,11 +142,12 @@ class Registry(Generic[T]):
         with self._lock:
             if self._loaded:
                 return
-            for module in (*self._modules, *plugin_modules()):
+            own = (*self._modules, *(subpackages(self._discover) if self._discover else ()))
+            for module in (*own, *plugin_modules()):
                 try:
                     importlib.import_module(module)
                 except ImportError as exc:
-                    if module in self._modules:
+                    if module in own:
                         raise
                     raise ConfigError(f"${PLUGINS_ENV} names {module!r}, which cannot be imported: {exc}") from None
             self._loaded = True
@@ -177,11 +188,9 @@ def plugin_modules() -> tuple[str, ...]:
     return tuple(m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip())
 
 
-_METHOD_MODULES = tuple(f"tandem.methods.{m}" for m in (
-    "direct", "naive_rag", "oracle", "ircot", "iter_retgen", "genground", "metarag", "dualrag", "cooprag", "r2ag"))
-
-#: QA methods; builder ``(parts: tandem.compose.Parts, settings) -> Method``; needs ``index`` when it retrieves.
-METHODS: Registry[Any] = Registry("method", _METHOD_MODULES)
+#: QA methods, one folder each under ``tandem/methods/`` (found, not listed); builder ``(parts:
+#: tandem.compose.Parts, settings) -> Method``; needs ``index`` when it retrieves.
+METHODS: Registry[Any] = Registry("method", discover="tandem.methods")
 #: Retrievers over an index; builder ``(index, settings) -> Retriever``; needs: index components.
 RETRIEVERS: Registry[Any] = Registry("retriever", ("tandem.retrieve",))
 #: Rerankers; builder ``(settings, store, index) -> Reranker | None``.
@@ -200,4 +209,4 @@ ALL: dict[str, Registry[Any]] = {"methods": METHODS, "retrievers": RETRIEVERS, "
                                  "stores": STORES, "index-kinds": INDEX_KINDS, "llms": LLMS, "trainers": TRAINERS}
 
 __all__ = ["ALL", "INDEX_KINDS", "LLMS", "METHODS", "RERANKERS", "RETRIEVERS", "STORES", "TRAINERS", "Entry",
-           "NoSettings", "Registry", "plugin_modules"]
+           "NoSettings", "Registry", "plugin_modules", "subpackages"]

@@ -11,8 +11,8 @@ import pytest
 from tandem.errors import ConfigError
 from tandem.methods import Search, build_method
 from tandem.methods.answers import ANSWER_MARKER
-from tandem.methods.genground import ASK, GROUND, PLAN, parse_ground, parse_ground_json, parse_plan
-from tandem.methods.metarag import (
+from tandem.methods.genground.algorithm import ASK, GROUND, PLAN, parse_ground, parse_ground_json, parse_plan
+from tandem.methods.metarag.algorithm import (
     GENERATE,
     PSEUDO,
     SUGGEST_KNOWLEDGE,
@@ -21,7 +21,7 @@ from tandem.methods.metarag import (
     MetaRAG,
     parse_yes_no,
 )
-from tandem.methods.settings import MetaRAGSettings
+from tandem.methods.metarag.settings import MetaRAGSettings
 from tandem.registry import METHODS
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Question

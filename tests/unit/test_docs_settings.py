@@ -11,7 +11,7 @@ import pytest
 from tandem.errors import ConfigError
 from tandem.methods.cooprag.settings import CoopRAGSettings
 from tandem.methods.dualrag.settings import DualRAGSettings
-from tandem.methods.settings import GenGroundSettings
+from tandem.methods.genground.settings import GenGroundSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,9 +13,10 @@ import pytest
 
 from tandem.llm.json_grammar import LONG_STRING, Cursor, RelaxedPlan, is_long
 from tandem.llm.structured import json_ebnf
-from tandem.methods import genground, metarag
 from tandem.methods.cooprag import prompts as cooprag_prompts
 from tandem.methods.dualrag import prompts as dualrag_prompts
+from tandem.methods.genground import algorithm as genground
+from tandem.methods.metarag import algorithm as metarag
 
 xgrammar = pytest.importorskip("xgrammar")
 from xgrammar.testing import _is_grammar_accept_string as accepts  # noqa: E402

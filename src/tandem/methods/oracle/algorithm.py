@@ -12,7 +12,7 @@ from tandem.index.store import DocStore
 from tandem.llm.types import LLM
 from tandem.methods.answers import answer_style, brief_answer_messages, clean_answer
 from tandem.methods.base import call_llm
-from tandem.methods.settings import OracleSettings
+from tandem.methods.oracle.settings import OracleSettings
 from tandem.registry import METHODS
 from tandem.types import Answer, Document, Question, Step, Trace
 

@@ -30,8 +30,8 @@ from tandem.methods.base import (
     mark_exchange,
     search_reranked,
 )
-from tandem.methods.ircot import DEMO
-from tandem.methods.settings import IterRetGenSettings
+from tandem.methods.ircot.algorithm import DEMO
+from tandem.methods.iter_retgen.settings import IterRetGenSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace

@@ -43,7 +43,7 @@ from tandem.methods.base import (
     mark_exchange,
     search_reranked,
 )
-from tandem.methods.settings import GenGroundSettings
+from tandem.methods.genground.settings import GenGroundSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace

@@ -47,7 +47,7 @@ from tandem.methods.base import (
     mark_exchange,
     search_reranked,
 )
-from tandem.methods.settings import MetaRAGSettings
+from tandem.methods.metarag.settings import MetaRAGSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace

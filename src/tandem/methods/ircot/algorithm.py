@@ -33,7 +33,7 @@ from tandem.methods.base import (
     mark_exchange,
     search_reranked,
 )
-from tandem.methods.settings import IRCoTSettings
+from tandem.methods.ircot.settings import IRCoTSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace

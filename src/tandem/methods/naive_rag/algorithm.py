@@ -8,7 +8,7 @@ from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM
 from tandem.methods.answers import answer_style, brief_answer_messages, clean_answer
 from tandem.methods.base import Search, call_llm, search_reranked
-from tandem.methods.settings import NaiveRAGSettings
+from tandem.methods.naive_rag.settings import NaiveRAGSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Question, Step, Trace
