@@ -51,6 +51,7 @@ class Roles:
 
     def method(self, search: Search, **hyper) -> DualRAG:
         hyper.setdefault("k", 2)
+        hyper.setdefault("question_query", False)  # the paper's plan: the Entity Identifier's keywords only
         reranker = hyper.pop("reranker", None)  # a test reranker object; settings hold only the algorithm's
         return DualRAG(self.llms["answer"], search, DualRAGSettings.from_dict(hyper), reranker=reranker,
                        role_llms=self.llms)
@@ -474,3 +475,18 @@ def test_entity_cap_follows_max_entities(search):
     assert entities(uncapped) == P.DECODED_ENTITIES == 5 and entities(capped) == 2
     six = plan(*[(f"Entity {i}", [f"keyword {i}"]) for i in range(6)])
     assert len(R.parse_entities(six)) == 6  # parsing caps nothing
+
+
+def test_while_nothing_is_read_the_question_is_searched_too(search):
+    roles = Roles(reasoner=[think("need Marie Curie"), think("done", False)],
+                  entity=[plan(("Star Wars", ["Star Wars books"]))], summarizer=["Marie Curie was born in Warsaw.", "None"])
+    ans = roles.method(search, question_query=True).answer(QUESTION)
+    first = ans.trace.steps[0]
+    assert first.notes["entities"] == {"Star Wars": ["Star Wars books"], P.ELSE_ENTITY: [QUESTION.text]}
+    assert QUESTION.text in first.queries and "d1" in first.notes["hits"][P.ELSE_ENTITY]  # the question finds Marie Curie
+    # once something is read, the plan is the Entity Identifier's alone
+    roles = Roles(reasoner=[think("need Marie Curie"), think("need the river"), think("done", False)],
+                  entity=[plan(("Marie Curie", ["Marie Curie"])), plan(("Warsaw", ["Warsaw river"]))],
+                  summarizer=["Marie Curie was born in Warsaw.", "Warsaw is on the Vistula.", "None"])
+    ans = roles.method(search, question_query=True).answer(QUESTION)
+    assert ans.trace.steps[1].notes["entities"] == {"Warsaw": ["Warsaw river"]}

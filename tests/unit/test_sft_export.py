@@ -12,7 +12,7 @@ from tandem.errors import DataError
 from tandem.eval.runner import run_qa
 from tandem.index import build_index, open_index
 from tandem.methods import Search
-from tandem.methods.dualrag import DualRAG
+from tandem.methods.dualrag import DualRAG, DualRAGSettings
 from tandem.retrieve import open_retriever
 from tandem.testing.fake_llm import FakeLLM
 from tandem.train import export_sft, is_correct
@@ -43,7 +43,7 @@ def reply(req) -> str:
 def run_dir(tmp_path, small_docs):
     build_index(small_docs, tmp_path / "idx", kind="bm25")
     idx = open_index(tmp_path / "idx")
-    method = DualRAG(FakeLLM(default=reply), Search(open_retriever(idx), idx.store))
+    method = DualRAG(FakeLLM(default=reply), Search(open_retriever(idx), idx.store), DualRAGSettings(question_query=False))
     out = tmp_path / "run"
     run_qa(method, [RIGHT, WRONG], out, {"method": "dualrag", "dataset": "test"})
     return out

@@ -8,7 +8,9 @@
         if not need_retrieve and outline = {} and knowledge_first: need_retrieve <- true  (the guess is dropped)
         else: thoughts += thought
         if not need_retrieve: break
-        for entity, keywords in EntityIdentifier(outline, question, thoughts, known=entities(outline) - {else}):
+        plan <- EntityIdentifier(outline, question, thoughts, known=entities(outline) - {else})
+        if outline = {} and question_query: plan[else] += question
+        for entity, keywords in plan:
             pool <- union by doc id of retrieve(keyword, candidates=50) for each keyword
             docs <- rerank(entity name, pool)[:10]        (cross-encoder: logits <= min_score dropped)
             unread <- docs not in outline[entity].supports
@@ -143,6 +145,7 @@ class DualRAG:
         self.max_iter, self.candidates, self.k = s.max_iter, s.candidates, s.k
         self.use_reasoner, self.use_entity_identifier, self.use_outline = s.use_reasoner, s.use_entity_identifier, s.use_outline
         self.knowledge_first, self.stop_when_stuck = s.knowledge_first, s.stop_when_stuck
+        self.question_query = s.question_query
         self.answer_style, self.max_entities, self.temperature = s.answer_style, s.max_entities, s.temperature
         self.send_schema, self.parallel_summaries = s.send_schema, s.parallel_summaries
         roles = {**P.STRUCTURED_ROLES, P.ENTITY_IDENTIFIER.name: P.entity_role(s.max_entities)}
@@ -164,6 +167,8 @@ class DualRAG:
             if not need_retrieve:
                 break
             plan = self._identify(step, outline, question.text, thoughts)
+            if self.question_query and not outline.entries:  # nothing read yet: the question itself is searched too
+                plan = self._with_question(plan, question.text)
             step.notes.update(entities=dict(plan), hits={}, summaries={})
             read = self._aggregate(trace, step, outline, question.text, thoughts, plan)
             step.notes["outline"] = outline.render()
@@ -210,6 +215,15 @@ class DualRAG:
             bucket = linked.setdefault(outline.link(entity), [])
             bucket += [k for k in keywords if k not in bucket]
         return list(linked.items())
+
+    @staticmethod
+    def _with_question(plan: list[tuple[str, list[str]]], question: str) -> list[tuple[str, list[str]]]:
+        """The plan with the question as one more "else" query (once)."""
+        merged = dict(plan)
+        keywords = merged.setdefault(P.ELSE_ENTITY, [])
+        if question not in keywords:
+            keywords.append(question)
+        return list(merged.items())
 
     # -- RaQ retrieval + pKA for one entity -----------------------------------------------------
 

@@ -29,6 +29,9 @@ class DualRAGSettings(RerankSettings):
                                                     "read is overruled and its guess dropped (the paper's rule: "
                                                     "reason only from retrieved knowledge); false: the authors' "
                                                     "code, where step 1 may answer from memory")
+    question_query: bool = Field(True, description="while nothing is read yet, the question itself is searched too "
+                                                   "(under 'else'), beside the Entity Identifier's keywords; false: "
+                                                   "its keywords only, as the paper")
     stop_when_stuck: bool = Field(True, description="answer once a step repeats the last thought and reads no "
                                                     "new document (nothing can change; false: always run to "
                                                     "max_iter, as the authors' code)")
