@@ -23,6 +23,9 @@ class Settings(BaseModel):
     renamed: ClassVar[dict[str, str]] = {}
     #: (a, b) pairs of settings where a may not exceed b (k within candidates, ...), checked after the fields
     at_most: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: preset name -> ``{"settings": {...}, "run": {...}}``: what ``--preset NAME`` sets for this component (its
+    #: settings, and run options that differ from the preset's own; :mod:`tandem.methods.presets`)
+    presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {}
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:

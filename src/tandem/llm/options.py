@@ -14,6 +14,7 @@ Values are read as JSON where they parse (``30``, ``true``), else kept as string
 from __future__ import annotations
 
 import json
+import typing
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,8 +23,20 @@ from tandem.llm.registry import parse_spec
 from tandem.registry import LLMS
 
 GENERATION_OPTIONS = ("temperature", "max_tokens")
-# methods whose calls have several roles take max_tokens per role (max_tokens.ROLE=N)
-ROLE_METHODS = ("dualrag", "cooprag")
+
+
+def per_role(method: str | None) -> bool:
+    """Whether ``method``'s calls have several roles, each with its token budget (``max_tokens.ROLE=N``): its
+    settings model declares ``max_tokens`` as a mapping of role to budget."""
+    if not method:
+        return False
+    from tandem.registry import METHODS
+
+    try:
+        field = METHODS.get(method).settings.model_fields.get("max_tokens")
+    except ConfigError:  # an unknown method is reported where the method is built
+        return False
+    return field is not None and typing.get_origin(field.annotation) is dict
 
 
 def parse_pairs(items: Iterable[str], flag: str = "--llm-opt") -> dict[str, Any]:
@@ -55,7 +68,7 @@ def split_llm_options(spec: str, options: Mapping[str, Any], method: str | None 
             backend_opts[key] = value
         elif key == "temperature":
             settings["temperature"] = float(value)
-        elif name == "max_tokens" and (bool(role) == (method in ROLE_METHODS)):
+        elif name == "max_tokens" and (bool(role) == per_role(method)):
             if not isinstance(value, int) or value < 1:
                 raise ConfigError(f"--llm-opt {key} needs a positive integer, got {value!r}")
             if role:
@@ -63,7 +76,7 @@ def split_llm_options(spec: str, options: Mapping[str, Any], method: str | None 
             else:
                 settings["max_tokens"] = value
         else:
-            token = "max_tokens.ROLE" if method in ROLE_METHODS else "max_tokens"
+            token = "max_tokens.ROLE" if per_role(method) else "max_tokens"
             valid = sorted([*allowed, "temperature", token])
             raise ConfigError(f"unknown --llm-opt {key!r} for the {backend!r} backend"
                               f"{f' and method {method!r}' if method else ''}; valid keys: {valid}")

@@ -20,7 +20,9 @@ whatever a config file or the command line sets.
   [0, 4, 7] of mpnet's twelve), the [CLS] vector; no re-answer.
 - **R²AG**: its paper's fixed candidate lists (top-10 of the index's retriever, no reranking); no re-answer.
 
-``run_by_method`` overrides the run options for the methods its paper scores differently."""
+Each method declares what a preset sets for it in its own settings model (``presets``, in its folder's
+``settings.py``): its settings, and the run options its paper scores differently with (no re-answer for
+Direct, NativeRAG, Oracle, CoopRAG and R²AG). This module holds the presets' names and their run options."""
 
 from __future__ import annotations
 
@@ -30,32 +32,17 @@ from tandem.errors import ConfigError
 
 SAME_LLM = "same"  # a preset's judge: the run's own LLM
 
-_READ_50_10 = {"reranker": "bi_encoder", "first_stage": "bm25"}
-_NO_REANSWER = {"reanswer": False}
+#: preset name -> the run options it sets for every method (a method's own ``presets`` may override them)
 PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {
-        "run": {"reanswer": True, "reanswer_prompt": "answer_type", "judge": SAME_LLM},
-        "run_by_method": {"direct": _NO_REANSWER, "naive_rag": _NO_REANSWER, "oracle": _NO_REANSWER,
-                          "cooprag": _NO_REANSWER, "r2ag": _NO_REANSWER},
-        "settings": {
-            "direct": {"temperature": 0.0},
-            "naive_rag": {**_READ_50_10, "candidates": 50, "k": 10, "temperature": 0.3},
-            "ircot": {**_READ_50_10, "candidates": 50, "k": 10, "temperature": 0.3},
-            "iter_retgen": {**_READ_50_10, "candidates": 50, "k": 10},
-            "genground": {**_READ_50_10, "candidates": 50, "k": 10},
-            "metarag": {**_READ_50_10, "candidates": 50, "k": 10},
-            "dualrag": {"reranker": "bi_encoder", "candidates": 50, "k": 10, "answer_style": "complete"},
-            "cooprag": {"fuse": "none", "layers": [0, 2, 4], "cls": "cls", "variant": "eq4"},
-            "r2ag": {"docs": "retrieve", "k": 10},
-        },
-    },
+    "paper": {"reanswer": True, "reanswer_prompt": "answer_type", "judge": SAME_LLM},
 }
 
 
 def preset(name: str, method: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(run options, method settings) of preset ``name`` for ``method``; an unknown name is a ConfigError."""
+    from tandem.registry import METHODS
+
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {name!r}; presets: {sorted(PRESETS)}")
-    chosen = PRESETS[name]
-    run = {**chosen["run"], **chosen.get("run_by_method", {}).get(method, {})}
-    return run, dict(chosen["settings"].get(method, {}))
+    own = METHODS.get(method).settings.presets.get(name, {})
+    return {**PRESETS[name], **own.get("run", {})}, dict(own.get("settings", {}))

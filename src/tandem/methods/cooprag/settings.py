@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -12,6 +12,9 @@ from tandem.settings import SERVER_ONLY, Settings
 
 class CoopRAGSettings(Settings):
     """CoopRAG (docs/methods/cooprag.md): unroll, retrieve with U, RaLa rerank, complete, answer."""
+
+    #: ``--preset paper``: docs/methods/baselines.md, "The paper preset"
+    presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {"paper": {"settings": {"fuse": "none", "layers": [0, 2, 4], "cls": "cls", "variant": "eq4"}, "run": {"reanswer": False}}}
 
     renamed: ClassVar[dict[str, str]] = {"n": "candidates"}
     at_most: ClassVar[tuple[tuple[str, str], ...]] = (("k", "candidates"),)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal, Self
+from typing import Any, ClassVar, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -13,6 +13,9 @@ from tandem.settings import SERVER_ONLY
 
 class DualRAGSettings(RerankSettings):
     """DualRAG (docs/methods/dualrag.md): Reasoner + Entity Identifier, Summarizer + Knowledge Outline."""
+
+    #: ``--preset paper``: docs/methods/baselines.md, "The paper preset"
+    presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {"paper": {"settings": {"reranker": "bi_encoder", "candidates": 50, "k": 10, "answer_style": "complete"}}}
 
     renamed: ClassVar[dict[str, str]] = {"topk": "candidates", "rerank_topk": "k"}
 

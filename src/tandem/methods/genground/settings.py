@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -13,6 +13,9 @@ from tandem.settings import SERVER_ONLY
 class GenGroundSettings(RerankSettings):
     """GenGround (docs/methods/baselines.md): generate a sub-question and its answer, then ground the answer in
     retrieved documents, batch by batch."""
+
+    #: ``--preset paper``: docs/methods/baselines.md, "The paper preset"
+    presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {"paper": {"settings": {"reranker": "bi_encoder", "first_stage": "bm25", "candidates": 50, "k": 10}}}
 
     renamed: ClassVar[dict[str, str]] = {"topk": "candidates", "rerank_topk": "k"}
     at_most: ClassVar[tuple[tuple[str, str], ...]] = (("min_iter", "max_iter"),)

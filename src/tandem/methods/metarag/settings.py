@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -12,6 +12,9 @@ from tandem.settings import SERVER_ONLY
 
 class MetaRAGSettings(ReadSettings):
     """MetaRAG (docs/methods/baselines.md): answer, monitor, and on doubt a critic that diagnoses and suggests."""
+
+    #: ``--preset paper``: docs/methods/baselines.md, "The paper preset"
+    presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {"paper": {"settings": {"reranker": "bi_encoder", "first_stage": "bm25", "candidates": 50, "k": 10}}}
 
     max_iter: int = Field(5, ge=1, description="generations at most (the authors: 5)")
     candidates: int = Field(100, ge=1, description="first-stage depth (DualRAG's runs: 100)")

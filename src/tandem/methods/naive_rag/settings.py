@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, ClassVar
+
 from pydantic import Field
 
 from tandem.methods.settings import ReadSettings, temperature_setting
@@ -9,6 +11,9 @@ from tandem.methods.settings import ReadSettings, temperature_setting
 
 class NaiveRAGSettings(ReadSettings):
     """NativeRAG: retrieve with the question, optionally rerank ``candidates``, answer from the top ``k``."""
+
+    #: ``--preset paper``: docs/methods/baselines.md, "The paper preset"
+    presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {"paper": {"settings": {"reranker": "bi_encoder", "first_stage": "bm25", "candidates": 50, "k": 10, "temperature": 0.3}, "run": {"reanswer": False}}}
 
     temperature: float = temperature_setting()
     max_tokens: int = Field(32, ge=1, description="answer tokens")

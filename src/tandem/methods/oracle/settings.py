@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -12,6 +12,9 @@ from tandem.settings import Settings
 
 class OracleSettings(Settings):
     """Oracle: the NativeRAG reader fed the gold evidence."""
+
+    #: ``--preset paper``: docs/methods/baselines.md, "The paper preset"
+    presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {"paper": {"settings": {}, "run": {"reanswer": False}}}
 
     mode: Literal["sentence", "paragraph"] = Field("sentence", description="gold supporting sentences where the "
                                                                            "dataset has them, or whole paragraphs")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -11,6 +11,9 @@ from tandem.settings import SERVER_ONLY, Settings
 
 class R2AGSettings(Settings):
     """R²AG (docs/methods/r2ag.md): retrieval features -> R²-Former -> vectors in the LLM's input."""
+
+    #: ``--preset paper``: docs/methods/baselines.md, "The paper preset"
+    presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {"paper": {"settings": {"docs": "retrieve", "k": 10}, "run": {"reanswer": False}}}
 
     r2former: str | None = Field(None, description="checkpoint folder from `tandem train r2ag` (required)", json_schema_extra=SERVER_ONLY)
     k: int = Field(10, ge=1, description="documents per list")
