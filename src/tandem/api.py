@@ -2,7 +2,7 @@
 
     import tandem
     index = tandem.index_documents(["Marie Curie was born in Warsaw.", "Warsaw is the capital of Poland."], "my-index")
-    answer = tandem.ask("In which country was Marie Curie born?", index, method="ircot")
+    answer = tandem.ask("In which country was Marie Curie born?", index, method="naive_rag")
     print(answer.text, answer.trace.docs_read)
 
 Everything here goes through the same composition layer as the CLI and the server
@@ -56,19 +56,22 @@ def index_documents(items: Iterable[str | Document | Mapping[str, Any]], folder:
     return open_index(folder)
 
 
-def load_method(method: str = "ircot", index: Index | str | Path | None = None, llm: str | LLM = "local", *,
+def load_method(method: str | None = None, index: Index | str | Path | None = None, llm: str | LLM = "local", *,
                 retriever: str | None = None, **settings: Any) -> Method:
-    """A method ready to answer many questions: ``settings`` as in ``tandem methods NAME``."""
+    """A method ready to answer many questions (``method`` by default the registry's default, ``tandem
+    methods``): ``settings`` as in ``tandem methods NAME``."""
     from tandem.compose import build_runnable
     from tandem.llm import load_llm
+    from tandem.registry import METHODS
 
+    method = method or METHODS.default()
     idx = open_index(index) if isinstance(index, (str, Path)) else index
     model = load_llm(llm) if isinstance(llm, str) else llm
     runnable, _ = build_runnable(method, model, idx, settings, retriever=RetrieverConfig(kind=retriever))
     return runnable
 
 
-def ask(question: str, index: Index | str | Path | None = None, *, method: str = "ircot", llm: str | LLM = "local",
+def ask(question: str, index: Index | str | Path | None = None, *, method: str | None = None, llm: str | LLM = "local",
         retriever: str | None = None, **settings: Any) -> Answer:
     """Answer one question; the Answer's ``trace`` holds every query, hit and LLM call."""
     return load_method(method, index, llm, retriever=retriever, **settings).answer(Question("ask", question))

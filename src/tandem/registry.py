@@ -164,6 +164,15 @@ class Registry(Generic[T]):
             raise ConfigError(f"unknown {self.kind} {name!r}; choose one of {sorted(self._entries)}")
         return self._entries[name]
 
+    def default(self) -> str:
+        """The name of the entry registered with ``default=True`` (the one used where none is named); a
+        ConfigError where none or several are."""
+        self._load()
+        marked = sorted(n for n, e in self._entries.items() if e.options.get("default"))
+        if len(marked) != 1:
+            raise ConfigError(f"{len(marked)} {self.plural} are registered as the default ({marked}); one must be")
+        return marked[0]
+
     def __contains__(self, name: object) -> bool:
         self._load()
         return name in self._entries

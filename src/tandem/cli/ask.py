@@ -44,7 +44,9 @@ def ask(
 
     check_text("question", question)
     if config_file is None and method is None:
-        method = "ircot"
+        from tandem.registry import METHODS
+
+        method = METHODS.default()
     cfg = run_config(config_file, llm=llm, llm_opt=llm_opt, set_items=settings, retriever=retriever, retriever_opt=retriever_opt,
                      r2former=r2former, method=method, index=index_dir)
     from tandem.eval.run import build_run

@@ -27,7 +27,7 @@ class Transport(str, Enum):
 
 def mcp(
     index: Annotated[list[str], typer.Option("--index", help="Index folder, or NAME=DIR; repeatable.")] = [],  # noqa: B006
-    method: Annotated[str, typer.Option(help="Default method of the ask tool.")] = "dualrag",
+    method: Annotated[Optional[str], typer.Option(help="Default method of the ask tool (default: the registry's, tandem methods).")] = None,
     llm: Annotated[str, typer.Option(help="LLM spec: local | hf:PATH | openai:MODEL@URL | fake:TEXT")] = "local",
     llm_opt: Annotated[list[str], typer.Option("--llm-opt", help=LLM_OPT_HELP)] = [],  # noqa: B006
     transport: Annotated[Transport, typer.Option(help="stdio (a client starts this command) or http "
@@ -67,7 +67,7 @@ def mcp(
 
             from tandem.server.mcp import http_app
 
-            console.print(f"tandem MCP server: {sorted(engine.indexes)} with {method} on http://{host}:{port}/mcp"
+            console.print(f"tandem MCP server: {sorted(engine.indexes)} with {engine.default_method} on http://{host}:{port}/mcp"
                           + ("; API key required" if key else ""))
             uvicorn.run(http_app(server, host=host, api_key=key), host=host, port=port, log_level="warning")
     finally:

@@ -27,7 +27,7 @@ def _indexes(items: list[str]) -> dict[str, Path]:
 
 def serve(
     index: Annotated[list[str], typer.Option("--index", help="Index folder, or NAME=DIR; repeatable.")] = [],  # noqa: B006
-    method: Annotated[str, typer.Option(help="Default method.")] = "dualrag",
+    method: Annotated[Optional[str], typer.Option(help="Default method (default: the registry's, tandem methods).")] = None,
     llm: Annotated[str, typer.Option(help="LLM spec: local | hf:PATH | openai:MODEL@URL")] = "local",
     llm_opt: Annotated[list[str], typer.Option("--llm-opt", help="LLM backend option KEY=VALUE, repeatable.")] = [],  # noqa: B006
     host: Annotated[str, typer.Option(help="Address to bind (loopback by default).")] = "127.0.0.1",
@@ -59,7 +59,7 @@ def serve(
                     uploads=uploads)
     app = create_app(engine, api_key=key, max_body=max_body, max_question=max_question, max_upload=max_upload,
                      cors=cors or None)
-    console.print(f"tandem serving {sorted(engine.indexes)} with {method} on http://{host}:{port}/ "
+    console.print(f"tandem serving {sorted(engine.indexes)} with {engine.default_method} on http://{host}:{port}/ "
                   f"(API docs: /docs{'; API key required' if key else ''})")
     if warm_up:
         engine.start_warm_up(app.state.default_method)  # the method the server answers with by default

@@ -202,7 +202,7 @@ def open_answerer(source: str | Path | Engine, method: str | None = None, *, llm
                   index: str | None = None, settings: Mapping[str, Any] | None = None,
                   api_key: str | None = None, llm_opts: Mapping[str, Any] | None = None) -> Answerer:
     """Method ``method`` answering over ``source``: a server's URL, an index folder (an engine over it
-    with ``llm`` is built here; method default ``dualrag``) or an :class:`~tandem.server.engine.Engine`."""
+    with ``llm`` is built here; method default: the registry's) or an :class:`~tandem.server.engine.Engine`."""
     from tandem.server.engine import Engine
 
     if is_url(source):
@@ -212,7 +212,7 @@ def open_answerer(source: str | Path | Engine, method: str | None = None, *, llm
     if index is not None:
         raise ConfigError("index= names one of a server's indexes; give the folder itself as the source")
     folder = Path(source)
-    engine = Engine({folder.name: folder}, llm, method=method or "dualrag", llm_opts=llm_opts, workers=1)
+    engine = Engine({folder.name: folder}, llm, method=method, llm_opts=llm_opts, workers=1)
     return EngineAnswerer(engine, method, settings=settings)
 
 

@@ -99,9 +99,10 @@ class Engine:
         uploads: the folder where indexes built from uploaded files go (None: no uploads).
     """
 
-    def __init__(self, indexes: Mapping[str, str | Path], llm: str | LLM = "local", *, method: str = "dualrag",
+    def __init__(self, indexes: Mapping[str, str | Path], llm: str | LLM = "local", *, method: str | None = None,
                  llm_opts: Mapping[str, Any] | None = None, workers: int = 2, max_queue: int = 64,
                  uploads: str | Path | None = None, search_workers: int = 2) -> None:
+        method = method or METHODS.default()
         METHODS.get(method)  # an unknown name: a ConfigError listing the methods
         self.indexes: dict[str, Index] = {name: _loaded(open_index(path)) for name, path in indexes.items()}
         opts = dict(llm_opts or {})

@@ -317,7 +317,7 @@ class DualRAG:
                                stop=P.JSON_STOP, send_schema=self.send_schema, fallback=fallback)
 
 
-@METHODS.register("dualrag", settings=DualRAGSettings, needs=("index",))
+@METHODS.register("dualrag", settings=DualRAGSettings, needs=("index",), default=True)  # the method where none is named
 def build(parts: Parts, s: DualRAGSettings) -> DualRAG:
     """DualRAG over the index's search (its dense part for keywords unless ``keyword_retriever="index"``),
     with the settings' reranker and role LLMs."""
