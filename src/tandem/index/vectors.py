@@ -19,12 +19,10 @@ by :func:`open_store` with the parameters the manifest recorded.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import math
 import os
 import sys
-import uuid
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,19 +33,19 @@ import numpy as np
 from pydantic import Field
 
 from tandem.errors import ConfigError, IndexError_
+from tandem.index.arrays import Rows, as_f32
+from tandem.index.qdrant_store import QDRANT_DEFAULTS, QDRANT_DIR, QdrantStore  # noqa: F401 - QDRANT_DIR: index files
 from tandem.registry import STORES, NoSettings
 from tandem.settings import Settings
 
 DENSE_FILE = "dense.faiss"
 VECTORS_FILE = "dense.vectors"  # raw float32 rows (n, dim), for re-ranking IVF-PQ candidates
 IVFDATA_FILE = "dense.ivfdata"
-QDRANT_DIR = "qdrant"
 FAISS_KINDS = ("flat", "ivf", "hnsw", "ivfpq")
 DEFAULT_DENSE: dict[str, Any] = {
     "store": "faiss", "faiss": "flat", "nlist": None, "nprobe": 16, "hnsw_m": 32, "ef_search": 128,
 }
 IVFPQ_DEFAULTS: dict[str, Any] = {"pq_m": None, "pq_nbits": 8, "rerank": 10, "on_disk": False, "train_size": 100_000}
-QDRANT_DEFAULTS: dict[str, Any] = {"location": "", "collection": None, "upload_batch": 1024, "timeout": 10}
 
 # faiss skips BLAS below 128,000 query x doc pairs by default; batched searches are ~10x faster with BLAS.
 faiss.cvar.distance_compute_blas_threshold = 20
@@ -81,13 +79,6 @@ class VectorStore(Protocol):
 
     def save(self, folder: Path) -> None:
         """Write the store's files into the index folder (called once, after the last ``add``)."""
-
-
-def _as_f32(vectors: np.ndarray, dim: int, what: str) -> np.ndarray:
-    array = np.ascontiguousarray(vectors, dtype=np.float32)
-    if array.ndim != 2 or array.shape[1] != dim:
-        raise ConfigError(f"{what}: expected vectors of shape (n, {dim}), got {array.shape}")
-    return array
 
 
 def training_rows(params: dict[str, Any], n: int) -> np.ndarray | None:
@@ -147,7 +138,7 @@ class FaissStore:
     def train(self, sample: np.ndarray) -> None:
         if self.kind not in ("ivf", "ivfpq"):
             return
-        sample = _as_f32(sample, self.dim, "training sample")
+        sample = as_f32(sample, self.dim, "training sample")
         picked = training_rows(self.params, len(sample))
         if picked is not None:
             sample = sample[picked]
@@ -176,7 +167,7 @@ class FaissStore:
         self._set_search_params()
 
     def add(self, vectors: np.ndarray) -> None:
-        vectors = _as_f32(vectors, self.dim, "vectors to add")
+        vectors = as_f32(vectors, self.dim, "vectors to add")
         if self.index is None:
             raise ConfigError(f"a {self.kind} store must be trained before vectors are added")
         if self._reranks:
@@ -187,7 +178,7 @@ class FaissStore:
             self.index.add(vectors)
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        queries = _as_f32(queries, self.dim, "query vectors")
+        queries = as_f32(queries, self.dim, "query vectors")
         if self.index is None or self.ntotal == 0:
             return np.full((len(queries), k), -np.inf, np.float32), np.full((len(queries), k), -1, np.int64)
         if not self._reranks:
@@ -244,14 +235,6 @@ class FaissStore:
         if self.folder is None:
             raise ConfigError(f"an ivfpq store with {option} writes files: give it a folder")
         return self.folder
-
-
-class Rows(Protocol):
-    """Float rows read by an array of row numbers (``rows[array] -> (len(array), dim)``)."""
-
-    def __len__(self) -> int: ...
-
-    def __getitem__(self, key: Any) -> np.ndarray: ...
 
 
 class FlatView:
@@ -316,142 +299,6 @@ def rescore(queries: np.ndarray, candidates: np.ndarray, rows: np.ndarray | RowF
         top = np.argsort(-exact, kind="stable")[:k]
         scores[qi, :len(top)], best[qi, :len(top)] = exact[top], cand[top]
     return scores, best
-
-
-class QdrantStore:
-    """A Qdrant collection (points numbered by row, dot-product distance), embedded or on a server."""
-
-    def __init__(self, params: dict[str, Any], dim: int, folder: Path | None = None, *, create: bool = True) -> None:
-        self.params = {**QDRANT_DEFAULTS, **params}
-        self.params["collection"] = self.params["collection"] or f"tandem-{uuid.uuid4().hex[:12]}"
-        location = self.params["location"]
-        if create and location and not _is_url(location):  # the manifest must find it from any directory
-            self.params["location"] = str(Path(location).resolve())
-        self.dim, self.folder = dim, folder
-        self.client = _qdrant_client(self.params["location"], folder, self.params["timeout"])
-        self.collection = self.params["collection"]
-        self._count = 0
-        if create:
-            from qdrant_client import models
-
-            if self.client.collection_exists(self.collection):
-                self.client.delete_collection(self.collection)
-            self.client.create_collection(self.collection, vectors_config=models.VectorParams(
-                size=dim, distance=models.Distance.DOT, on_disk=True))
-            _no_fsync_while_building(self.client, self.collection)
-        else:
-            if not self.client.collection_exists(self.collection):
-                raise IndexError_(f"Qdrant at {_where(self.params['location'], folder)} has no collection "
-                                  f"{self.collection!r}: the index's vectors are gone; rebuild it")
-            self._count = self.client.count(self.collection, exact=True).count
-
-    @property
-    def ntotal(self) -> int:
-        return self._count
-
-    def train(self, sample: np.ndarray) -> None:
-        """Nothing to learn."""
-
-    def add(self, vectors: np.ndarray) -> None:
-        from qdrant_client import models
-
-        vectors = _as_f32(vectors, self.dim, "vectors to add")
-        step = int(self.params["upload_batch"])
-        for start in range(0, len(vectors), step):
-            part = vectors[start:start + step]
-            ids = list(range(self._count + start, self._count + start + len(part)))
-            self.client.upsert(self.collection, points=models.Batch(ids=ids, vectors=part), wait=True)
-        self._count += len(vectors)
-
-    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        from qdrant_client import models
-
-        queries = _as_f32(queries, self.dim, "query vectors")
-        scores = np.full((len(queries), k), -np.inf, np.float32)
-        rows = np.full((len(queries), k), -1, np.int64)
-        if not len(queries):
-            return scores, rows
-        requests = [models.QueryRequest(query=q.tolist(), limit=k) for q in queries]
-        for qi, response in enumerate(self.client.query_batch_points(self.collection, requests)):
-            points = response.points[:k]
-            scores[qi, :len(points)] = [p.score for p in points]
-            rows[qi, :len(points)] = [int(p.id) for p in points]
-        return scores, rows
-
-    def reconstruct_n(self, start: int, n: int) -> np.ndarray:
-        points = self.client.retrieve(self.collection, ids=list(range(start, start + n)), with_vectors=True)
-        by_id = {int(p.id): p.vector for p in points}
-        return np.asarray([by_id[i] for i in range(start, start + n)], dtype=np.float32)
-
-    def exact_rows(self) -> Rows | None:
-        return None
-
-    def save(self, folder: Path) -> None:
-        """Points are written as they are added; an embedded store is closed (a build's folder is renamed next)."""
-        if _is_url(self.params["location"]):
-            return
-        _close_local(self.client)
-
-    @classmethod
-    def open(cls, folder: Path, params: dict[str, Any]) -> QdrantStore:
-        """Reconnect to the collection a build wrote."""
-        return cls(params, int(params["dim"]), folder, create=False)
-
-
-def _no_fsync_while_building(client: Any, collection: str) -> None:
-    """The embedded store commits every point to SQLite with an fsync (~20 ms a point on a shared disk).
-    A build that dies is discarded whole, so its writes need no fsync: switch it off for this
-    connection (closed, and so flushed, by ``save``). Servers, and clients without that layout, are
-    left alone."""
-    storage = getattr(getattr(getattr(client, "_client", None), "collections", {}).get(collection), "storage", None)
-    connection = getattr(storage, "storage", None)
-    if connection is not None:
-        connection.execute("PRAGMA synchronous=OFF")
-
-
-def _is_url(location: str) -> bool:
-    return location.startswith(("http://", "https://"))
-
-
-def _where(location: str, folder: Path | None) -> str:
-    return location or str((folder or Path(".")) / QDRANT_DIR)
-
-
-_LOCAL_CLIENTS: dict[str, Any] = {}  # one embedded client per storage folder (Qdrant locks the folder)
-
-
-def _qdrant_client(location: str, folder: Path | None, timeout: int) -> Any:
-    try:
-        from qdrant_client import QdrantClient
-    except ImportError as exc:
-        raise ConfigError("the qdrant store needs qdrant-client: pip install 'tandem[qdrant]'") from exc
-    if _is_url(location):
-        client = QdrantClient(url=location, timeout=timeout)
-        try:
-            client.get_collections()
-        except Exception as exc:  # noqa: BLE001 (httpx, grpc and qdrant errors all mean the same here)
-            raise IndexError_(f"cannot reach the Qdrant server at {location}: {type(exc).__name__}: {exc}") from exc
-        return client
-    if not location and folder is None:
-        raise ConfigError("an embedded Qdrant store needs a folder: give qdrant:PATH or build into an index folder")
-    path = str(Path(location).resolve() if location else folder / QDRANT_DIR)  # type: ignore[operator]
-    if path not in _LOCAL_CLIENTS:
-        _LOCAL_CLIENTS[path] = QdrantClient(path=path)
-    return _LOCAL_CLIENTS[path]
-
-
-@atexit.register
-def _close_all_local() -> None:
-    """Close embedded stores before interpreter shutdown (their finalizers fail once imports are gone)."""
-    for client in list(_LOCAL_CLIENTS.values()):
-        _close_local(client)
-
-
-def _close_local(client: Any) -> None:
-    for path, known in list(_LOCAL_CLIENTS.items()):
-        if known is client:
-            del _LOCAL_CLIENTS[path]
-    client.close()
 
 
 StoreFactory = Callable[[dict[str, Any], int, "Path | None"], VectorStore]

@@ -20,7 +20,7 @@ from tandem.settings import Settings
 from tandem.types import Hit
 
 if TYPE_CHECKING:
-    from tandem.index.vectors import Rows
+    from tandem.index.arrays import Rows
 
 
 class BiEncoderReranker:
