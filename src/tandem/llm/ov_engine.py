@@ -31,28 +31,24 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 from tandem.errors import ConfigError, LLMError
+from tandem.llm.cpus import idle_cpus
 from tandem.llm.hf import (
     HFLLM,
     JSON_MODES,
-    available_cpus,
     chat_token_ids,
     end_of_turn_ids,
     requested_threads,
 )
+from tandem.llm.ov_process import EngineProcess
 from tandem.llm.ov_worker import Params, Stats
 from tandem.llm.types import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
 from tandem.models import offline_env
@@ -178,7 +174,7 @@ class OVLLM:
         self._init: dict[str, Any] = {"path": self.path, "spec": spec, "props": props, "kv_cache_gb": kv_cache_gb,
                                       "max_batch": max_batch, "step_tokens": step_tokens}
         self._process = engine_process
-        worker = _Worker(self._init, spec, engine_process)  # loads the model while the tokenizer loads here
+        worker = EngineProcess(self._init, spec, engine_process)  # loads the model while the tokenizer loads here
         try:
             from transformers import AutoTokenizer, GenerationConfig
 
@@ -279,9 +275,9 @@ class OVLLM:
 
     # -- the engine process --------------------------------------------------------------------
 
-    def _start(self, worker: _Worker | None = None) -> None:
+    def _start(self, worker: EngineProcess | None = None) -> None:
         """Wait until the engine process (a new one unless given) has loaded the model (holding ``_lock``)."""
-        worker = worker or _Worker(self._init, self.spec, self._process)
+        worker = worker or EngineProcess(self._init, self.spec, self._process)
         worker.ready(self._tokens, self._answer)
         self._worker = worker
         if self._finalizer is not None:
@@ -382,178 +378,6 @@ class OVLLM:
 
     def __repr__(self) -> str:
         return f"OVLLM(name={self.name!r}, path={self.path!r}, threads={self.threads})"
-
-
-class _Worker:
-    """The engine process seen from :class:`OVLLM`: ``python -m tandem.llm.ov_worker`` on one end of a
-    socket pair, started with ``init`` (it loads the model at once), and after :meth:`ready` a thread
-    that hands its replies to ``on_message`` (``None`` and how it ended, once, when the process is gone)."""
-
-    def __init__(self, init: dict[str, Any], spec: str, process: bool = True) -> None:
-        self.proc: subprocess.Popen[bytes] | None = None
-        if not process:  # the same loop on a thread of this process, over a pipe
-            import multiprocessing
-
-            self.conn, theirs = multiprocessing.Pipe()
-            self._thread = threading.Thread(target=_serve_here, args=(theirs,), name=f"tandem-ov-engine-{spec}",
-                                            daemon=True)
-            self._thread.start()
-            self._setup(init, spec)
-            return
-        ours, theirs = socket.socketpair()
-        env = dict(os.environ)  # the worker imports this same tandem, wherever it was imported from here
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH"))
-                                            if p)
-        try:
-            self.proc = subprocess.Popen([sys.executable, "-m", "tandem.llm.ov_worker", str(theirs.fileno())],
-                                         pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, env=env)
-        except OSError as exc:
-            ours.close()
-            raise LLMError(f"{spec}: could not start the engine process: {exc}") from exc
-        finally:
-            theirs.close()
-        self.conn = Connection(ours.detach())
-        self._setup(init, spec)
-
-    def _setup(self, init: dict[str, Any], spec: str) -> None:
-        self.spec = spec
-        self._send_lock = threading.Lock()
-        self.ended = ""
-        self.reader: threading.Thread | None = None
-        try:
-            self.conn.send(init)
-        except OSError:
-            pass  # it ended at once: ready() says how
-
-    def ready(self, tokens: tuple[Any, ...], on_message: Any) -> None:
-        """Send the tokenizer's part (``tokens``), wait until the model is loaded, then hand every reply to
-        ``on_message``. Raises LLMError where the process cannot load the model."""
-        try:
-            self.conn.send(tokens)
-        except OSError:
-            pass  # it may have ended after saying why: read that
-        try:
-            kind, text = self.conn.recv()
-        except (EOFError, OSError) as exc:
-            self.conn.close()
-            raise LLMError(f"{self.spec}: the engine process ended while loading the model ({self._how_ended()}; "
-                           "its messages are above)") from exc
-        if kind != "ready":
-            self.conn.close()
-            self._how_ended()
-            raise LLMError(text)
-        self._on_message = on_message
-        self.reader = threading.Thread(target=self._read, name=f"tandem-ov-{self.spec}", daemon=True)
-        self.reader.start()
-
-    @property
-    def alive(self) -> bool:
-        """False once the process has ended and its waiting requests were failed."""
-        return self.reader is not None and self.reader.is_alive()
-
-    def send(self, message: tuple[Any, ...]) -> None:
-        """Send one message (OSError where the process is gone)."""
-        with self._send_lock:
-            self.conn.send(message)
-
-    def stop(self, timeout: float = 120) -> None:
-        """Let the process finish what it runs and exit; kill it after ``timeout`` seconds."""
-        try:
-            self.send(("stop",))
-        except OSError:
-            pass  # already gone
-        if self.reader is None:
-            self.kill()
-            return
-        self.reader.join(timeout)
-        if self.reader.is_alive():
-            self.kill()
-            self.reader.join(10)
-
-    def kill(self) -> None:
-        """End the process now (at exit, or when it does not stop); an engine thread ends at its next step."""
-        if self.proc is None:
-            self.conn.close()
-        elif self.proc.poll() is None:
-            self.proc.kill()
-
-    def _how_ended(self) -> str:
-        if self.proc is None:
-            self._thread.join(30)
-            return "the engine thread ended"
-        try:
-            code = self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            code = self.proc.wait()
-        return f"exit code {code}" if code >= 0 else f"killed by signal {-code}"
-
-    def _read(self) -> None:
-        while True:
-            try:
-                message = self.conn.recv()
-                self._on_message(message)
-            except (EOFError, OSError):
-                break
-            except Exception:  # a bug: end the process rather than leave its callers waiting for ever
-                log.exception("the engine process's reply could not be read; ending it")
-                self.kill()
-                break
-        self.conn.close()
-        self.ended = self._how_ended()
-        self._on_message(None, self.ended)
-
-
-def _serve_here(conn: Connection) -> None:
-    from tandem.llm.ov_worker import serve
-
-    try:
-        serve(conn)
-    except (BrokenPipeError, ConnectionResetError, EOFError):
-        pass  # the engine was closed while a reply was being sent
-    finally:
-        conn.close()
-
-
-def idle_cpus(window_s: float = 0.3, stat: str = "/proc/stat") -> int:
-    """Threads for the engine when none are asked for: the CPUs this process may use, less what other
-    processes keep busy right now (:func:`busy_cpus` over ``window_s``; the 1-minute load average where
-    ``/proc/stat`` cannot be read), at least 1. On a saturated 2-core machine one thread decoded as fast
-    as two or faster (docs/llm.md): threads that wait for a descheduled sibling at every layer lose
-    more than the second core gives. The load average is not used first because it trails by a
-    minute: right after a run it still counts the run's own cores as busy."""
-    cpus = available_cpus()
-    busy = busy_cpus(window_s, stat)
-    if busy is None:
-        try:
-            busy = os.getloadavg()[0]
-        except OSError:
-            return cpus
-    return max(1, min(cpus, round(cpus - busy)))
-
-
-def busy_cpus(window_s: float = 0.3, stat: str = "/proc/stat") -> float | None:
-    """CPUs kept busy over the next ``window_s`` seconds, machine-wide (from two readings of the
-    aggregate ``cpu`` line of ``/proc/stat``: non-idle jiffies over all jiffies, times the CPU count);
-    None where the file cannot be read."""
-    def read() -> tuple[int, int] | None:
-        try:
-            fields = Path(stat).read_text().split("\n", 1)[0].split()
-            ticks = [int(x) for x in fields[1:]]
-        except (OSError, ValueError, IndexError):
-            return None
-        if fields[0] != "cpu" or len(ticks) < 5:
-            return None
-        return sum(ticks[:8]), ticks[3] + ticks[4]  # total (user..steal), idle + iowait
-
-    first = read()
-    time.sleep(window_s)
-    second = read()
-    if first is None or second is None or second[0] <= first[0]:
-        return None
-    total, idle = second[0] - first[0], second[1] - first[1]
-    return (os.cpu_count() or 1) * (total - idle) / total
 
 
 def _max_positions(folder: str) -> int | None:
