@@ -17,10 +17,10 @@ from tandem.index.encoder import (
     OnnxEncoder,
     OnnxInt8Encoder,
     SentenceTransformerEncoder,
-    _atomic_build,
     encoder_cache_dir,
     load_encoder,
 )
+from tandem.index.onnx_export import atomic_build
 
 SENTENCES = [
     "A man is eating food.",
@@ -81,8 +81,8 @@ def test_cache_dir_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
 def test_atomic_build_writes_once_and_cleans_up_on_failure(tmp_path: Path) -> None:
     target = tmp_path / "sub" / "model.onnx"
-    assert _atomic_build(target, lambda out: out.write_text("one"))
-    assert not _atomic_build(target, lambda out: out.write_text("two"))  # exists: not rebuilt
+    assert atomic_build(target, lambda out: out.write_text("one"))
+    assert not atomic_build(target, lambda out: out.write_text("two"))  # exists: not rebuilt
     assert target.read_text() == "one"
 
     def boom(out: Path) -> None:
@@ -91,7 +91,7 @@ def test_atomic_build_writes_once_and_cleans_up_on_failure(tmp_path: Path) -> No
 
     failed = tmp_path / "sub" / "other.onnx"
     with pytest.raises(RuntimeError):
-        _atomic_build(failed, boom)
+        atomic_build(failed, boom)
     assert not failed.exists()
     assert sorted(p.name for p in target.parent.iterdir()) == ["model.onnx"]  # no temp files left
 
@@ -182,8 +182,8 @@ def test_cache_is_reused(cache_dir: Path, int8_encoder: OnnxInt8Encoder, monkeyp
     def no_export(*args: object, **kwargs: object) -> None:
         raise AssertionError("the cached model should have been reused")
 
-    monkeypatch.setattr(enc_mod, "_export_onnx", no_export)
-    monkeypatch.setattr(enc_mod, "_quantise_int8", no_export)
+    monkeypatch.setattr(enc_mod, "export_onnx", no_export)
+    monkeypatch.setattr(enc_mod, "quantise_int8", no_export)
     again = OnnxInt8Encoder("minilm", cache_dir=cache_dir)
     assert again.built is False and again.model_path == path
     assert os.stat(path).st_mtime_ns == stamp

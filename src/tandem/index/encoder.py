@@ -24,19 +24,25 @@ and the export recipe; a file is built only when missing, in a temporary file th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from tandem.errors import ConfigError
-from tandem.io import atomic_path
+from tandem.index.onnx_export import (
+    EXPORT_VERSION,
+    ONNX_OPSET,
+    SentenceTransformerLayout,
+    atomic_build,
+    export_onnx,
+    optimise_onnx,
+    quantise_int8,
+)
 from tandem.models import (
     DEFAULT_ENCODER,
     cache_root,
@@ -48,12 +54,8 @@ from tandem.types import OnProgress
 
 log = logging.getLogger(__name__)
 
-#: Bump when the export/optimise/quantise recipe changes: old cache entries are then ignored.
-EXPORT_VERSION = 2
 #: The backend ``load_encoder`` uses when none is given (falls back to ``st`` if unavailable).
 DEFAULT_BACKEND = "onnx-int8"
-_ONNX_OPSET = 17
-_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 #: Batches per ``SentenceTransformer.encode`` call when progress is reported (it sorts by length
 #: within a call, so larger chunks pad less).
@@ -141,156 +143,6 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-class _SentenceTransformerLayout:
-    """What the ONNX backends need from a sentence-transformers folder, read without importing it."""
-
-    def __init__(self, folder: Path, max_seq_length: int | None) -> None:
-        self.folder = folder
-        modules_file = folder / "modules.json"
-        if not modules_file.exists():
-            raise ConfigError(f"{folder} is not a sentence-transformers folder (no modules.json)")
-        modules = json.loads(modules_file.read_text(encoding="utf-8"))
-        kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
-        allowed = {"Transformer", "Pooling", "Normalize"}
-        if kinds[:2] != ["Transformer", "Pooling"] or not set(kinds) <= allowed:
-            raise ConfigError(f"ONNX encoder supports Transformer+Pooling(+Normalize) models, {folder} has {kinds}")
-        if modules[0].get("path"):
-            raise ConfigError(f"ONNX encoder expects the transformer at the top of {folder}")
-        pooling_cfg = json.loads((folder / modules[1]["path"] / "config.json").read_text(encoding="utf-8"))
-        modes = [
-            mode
-            for mode, key in (
-                ("mean", "pooling_mode_mean_tokens"),
-                ("cls", "pooling_mode_cls_token"),
-                ("max", "pooling_mode_max_tokens"),
-                ("mean_sqrt_len_tokens", "pooling_mode_mean_sqrt_len_tokens"),
-                ("weightedmean", "pooling_mode_weightedmean_tokens"),
-                ("lasttoken", "pooling_mode_lasttoken"),
-            )
-            if pooling_cfg.get(key)
-        ]
-        if len(modes) != 1 or modes[0] not in ("mean", "cls"):
-            raise ConfigError(f"ONNX encoder supports mean or cls pooling, {folder} has {modes}")
-        self.pooling = modes[0]
-        st_cfg_file = folder / "sentence_bert_config.json"
-        st_cfg = json.loads(st_cfg_file.read_text(encoding="utf-8")) if st_cfg_file.exists() else {}
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-        self.config = config
-        self.dim = int(pooling_cfg.get("word_embedding_dimension") or config["hidden_size"])
-        limit = int(config.get("max_position_embeddings", 512))
-        wanted = max_seq_length or st_cfg.get("max_seq_length") or limit
-        self.max_seq_length = min(int(wanted), limit)
-        if not (folder / "tokenizer.json").exists():
-            raise ConfigError(f"ONNX encoder needs a fast tokenizer (tokenizer.json) in {folder}")
-
-    def cache_key(self, recipe: str) -> str:
-        """Hash of the model folder's identity (weights' size and mtime) and the export recipe."""
-        h = hashlib.sha256()
-        h.update(f"v{EXPORT_VERSION}|{recipe}|{self.folder.resolve()}".encode())
-        for fname in ("config.json", *_WEIGHT_FILES):
-            path = self.folder / fname
-            if path.exists():
-                st = path.stat()
-                h.update(f"|{fname}:{st.st_size}:{st.st_mtime_ns}".encode())
-        return h.hexdigest()[:20]
-
-
-def _atomic_build(target: Path, build: Callable[[Path], object]) -> bool:
-    """Run ``build(tmp_path)`` and rename the result to ``target`` unless it already exists.
-
-    Returns True if this call built the file. Concurrent builders each write their own temp file;
-    ``os.replace`` makes whichever finishes last win, with identical content.
-    """
-    if target.exists():
-        return False
-    with atomic_path(target) as tmp:
-        build(tmp)
-        os.chmod(tmp, 0o644)
-    return True
-
-
-def _export_onnx(layout: _SentenceTransformerLayout, out: Path) -> None:
-    """Export the HF transformer (last hidden state) to ONNX with dynamic batch and sequence axes."""
-    import torch
-    from transformers import AutoModel
-
-    model = AutoModel.from_pretrained(str(layout.folder), attn_implementation="eager").eval()
-
-    class _LastHidden(torch.nn.Module):
-        def __init__(self, inner: torch.nn.Module) -> None:
-            super().__init__()
-            self.inner = inner
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            return self.inner(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-    ids = torch.ones((2, 16), dtype=torch.long)
-    mask = torch.ones((2, 16), dtype=torch.long)
-    axes = {0: "batch", 1: "seq"}
-    with warnings.catch_warnings(), torch.inference_mode():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            _LastHidden(model),
-            (ids, mask),
-            str(out),
-            input_names=["input_ids", "attention_mask"],
-            output_names=["last_hidden_state"],
-            dynamic_axes={"input_ids": axes, "attention_mask": axes, "last_hidden_state": axes},
-            opset_version=_ONNX_OPSET,
-            dynamo=False,
-        )
-
-
-def _optimise_onnx(layout: _SentenceTransformerLayout, src: Path, out: Path) -> None:
-    """Apply onnxruntime's BERT fusions (attention, skip-layer-norm, bias-GELU); other models are copied."""
-    from onnxruntime.transformers.optimizer import optimize_model
-
-    if layout.config.get("model_type") != "bert":
-        out.write_bytes(src.read_bytes())
-        return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        opt = optimize_model(
-            str(src),
-            model_type="bert",
-            num_heads=int(layout.config.get("num_attention_heads", 0)),
-            hidden_size=int(layout.config.get("hidden_size", 0)),
-            opt_level=1,
-            use_gpu=False,
-        )
-    opt.save_model_to_file(str(out))
-
-
-def _quantise_int8(layout: _SentenceTransformerLayout, src: Path, out: Path) -> None:
-    """Dynamic int8 quantisation of the weight matrices, per output channel.
-
-    The MatMuls most hurt by int8 stay float32: all of the first layer's, and the FFN output
-    projections of the second and last layers (measured: recall@5 on the dev500 pool 79.4 vs 79.5
-    for float32, where quantising everything gave 78.9; see docs/benchmarks.md).
-    """
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    last = int(layout.config.get("num_hidden_layers", 6)) - 1
-    sensitive = ("/layer.0/", "/layer.1/output/dense/", f"/layer.{last}/output/dense/")
-    graph = onnx.load(str(src), load_external_data=False).graph
-    keep_float = [n.name for n in graph.node if n.op_type == "MatMul" and any(s in n.name for s in sensitive)]
-    quant_logger = logging.getLogger()
-    level = quant_logger.level
-    quant_logger.setLevel(max(level, logging.ERROR))  # quantize_dynamic warns about pre-processing on root
-    try:
-        quantize_dynamic(
-            str(src),
-            str(out),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            nodes_to_exclude=keep_float,
-            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-        )
-    finally:
-        quant_logger.setLevel(level)
-
-
 class OnnxEncoder:
     """The sentence-transformers model as an optimised ONNX graph run by onnxruntime.
 
@@ -322,13 +174,13 @@ class OnnxEncoder:
         folder = Path(resolve_model(name))
         if not folder.is_dir():
             raise ConfigError(f"encoder backend {self.backend!r} needs a local model folder, got {name!r}")
-        self._layout = _SentenceTransformerLayout(folder, max_seq_length)
+        self._layout = SentenceTransformerLayout(folder, max_seq_length)
         self.dim = self._layout.dim
         self.pooling = self._layout.pooling
         self.max_seq_length = self._layout.max_seq_length
         self.threads = threads or default_threads()
         root = Path(cache_dir).expanduser() if cache_dir is not None else encoder_cache_dir()
-        self.cache_folder = root / self._layout.cache_key(f"opset{_ONNX_OPSET}")
+        self.cache_folder = root / self._layout.cache_key(f"opset{ONNX_OPSET}")
         self.model_path, self.built = self._ensure_model()
 
         self.tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -367,18 +219,18 @@ class OnnxEncoder:
         def build_fp32(out: Path) -> None:
             raw = out.with_name(out.name + ".raw")
             try:
-                _export_onnx(layout, raw)
-                _optimise_onnx(layout, raw, out)
+                export_onnx(layout, raw)
+                optimise_onnx(layout, raw, out)
             finally:
                 raw.unlink(missing_ok=True)
 
-        built = _atomic_build(fp32, build_fp32)
+        built = atomic_build(fp32, build_fp32)
         if self.quantise:
-            built = _atomic_build(target, lambda out: _quantise_int8(layout, fp32, out)) or built
+            built = atomic_build(target, lambda out: quantise_int8(layout, fp32, out)) or built
         meta = self.cache_folder / "meta.json"
         if not meta.exists():
             info = {"model": str(layout.folder), "name": self.name, "export_version": EXPORT_VERSION}
-            _atomic_build(meta, lambda out: out.write_text(json.dumps(info, indent=1), encoding="utf-8"))
+            atomic_build(meta, lambda out: out.write_text(json.dumps(info, indent=1), encoding="utf-8"))
         return target, built
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
