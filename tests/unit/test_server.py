@@ -378,7 +378,7 @@ def test_a_closed_engine_cancels_a_question_that_starts_after_it(index_dir):
 def test_a_request_cut_off_by_the_servers_stop_ends_with_503_in_its_own_format(path, content_type, ending):
     import asyncio
 
-    from tandem.server.app import StopReply
+    from tandem.server.middleware import StopReply
 
     sent: list[dict] = []
 

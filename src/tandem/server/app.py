@@ -17,12 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
-import threading
 import time
 import typing
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -35,28 +32,22 @@ from pydantic import ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tandem.errors import (
-    Cancelled,
     ConfigError,
-    Conflict,
-    DataError,
-    IndexMismatchError,
-    LLMError,
     NotFound,
     TandemError,
 )
-from tandem.io import SURROGATE, check_text, lone_surrogate
+from tandem.io import check_text
 from tandem.registry import METHODS
-from tandem.secrets import redact, register_secret
+from tandem.secrets import register_secret
 from tandem.server import models as M
-from tandem.server.engine import Busy, Engine, call_in_loop
+from tandem.server.engine import Engine
+from tandem.server.middleware import BodyLimit, StopReply, error_response
+from tandem.server.streaming import chat_chunks, run_streaming, sse, status_of, usage
 from tandem.settings import per_request
 from tandem.version import __version__
 
 STATIC = Path(__file__).parent / "static"
 # error class -> HTTP status (the one map; anything else is a 500 with a redacted message)
-STATUS: dict[type[Exception], int] = {Busy: 429, NotFound: 404, Conflict: 409, ConfigError: 422, DataError: 422,
-                                      IndexMismatchError: 422, LLMError: 502, Cancelled: 499, TandemError: 400}
-
 
 class RetrieveRequest(M.Strict):
     query: str = Field(min_length=1, pattern=M.TEXT_PATTERN, description="The search query.")
@@ -70,88 +61,6 @@ class UploadRequest(M.Strict):
     files: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_. -]{0,127}\.(txt|md|markdown|jsonl)$")],
                 str] = Field(min_length=1, description="File name (.txt, .md, .jsonl) -> its text.",
                              json_schema_extra={"additionalProperties": False})
-
-
-class BodyLimit:
-    """ASGI middleware: a request body over its limit gets 413, whether it declares a length or comes
-    chunked (the body is read up to the limit, then handed on); a JSON body holding a lone surrogate
-    escape (``"\\ud800"``: valid JSON, but no character) or NaN / Infinity gets 400 (neither its
-    answer nor its validation error could be written as JSON)."""
-
-    def __init__(self, app: Any, max_body: int, max_upload: int) -> None:
-        self.app, self.max_body, self.max_upload = app, max_body, max_upload
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
-            await self.app(scope, receive, send)
-            return
-        limit = self.max_upload if scope["path"] == "/v1/indexes" else self.max_body
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                response = _error(413, f"request body over the limit of {limit} bytes", "too_large")
-                await response(scope, receive, send)
-                return
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
-        if (reason := _unanswerable(body)) is not None:
-            await _error(400, f"request body holds {reason}", "bad_request")(scope, receive, send)
-            return
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-
-
-STOPPED = "the server stopped before this request was answered; send it again when the server is back"
-
-
-class StopReply:
-    """ASGI middleware: a request still running when the server's grace period ends (uvicorn cancels
-    it) gets 503 saying so, instead of uvicorn's bare 500 and a traceback in the log; a stream already
-    started ends with an error event in its own format (``/v1/ask/stream``'s ``error`` event, or a
-    chat chunk holding ``error``)."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = streaming = False
-
-        async def tracked(message: dict[str, Any]) -> None:
-            nonlocal started, streaming
-            if message["type"] == "http.response.start":
-                started = True
-                streaming = dict(message.get("headers", [])).get(b"content-type", b"").startswith(b"text/event-stream")
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracked)
-        except asyncio.CancelledError:
-            if not started:
-                await _error(503, STOPPED, "unavailable")(scope, receive, send)
-                return
-            error, event = {"status": 503, "message": STOPPED, "type": "unavailable"}, ""
-            if streaming and scope["path"].startswith("/v1/chat/"):
-                event = f"data: {json.dumps({'error': error})}\n\n"
-            elif streaming:
-                event = f"event: error\ndata: {json.dumps(error)}\n\n"
-            await send({"type": "http.response.body", "body": event.encode(), "more_body": False})
 
 
 def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 << 20, max_question: int = 2000,
@@ -189,15 +98,15 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = "BadRequest" if exc.status_code == 400 else "NotFound" if exc.status_code == 404 else "HTTPError"
         message = "the request body is not valid JSON" if exc.status_code == 400 else str(exc.detail)
-        return _error(exc.status_code, message, kind, dict(exc.headers or {}) or None)
+        return error_response(exc.status_code, message, kind, dict(exc.headers or {}) or None)
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = exc.errors()
         if any(e.get("type") == "json_invalid" for e in problems):
-            return _error(400, "the request body is not valid JSON", "BadRequest")
+            return error_response(400, "the request body is not valid JSON", "BadRequest")
         lines = [_problem(e, app.state.default_method) for e in problems[:10]]
-        return _error(422, "; ".join(lines), "ValidationError")
+        return error_response(422, "; ".join(lines), "ValidationError")
 
     servable = engine.servable_methods()
     default = app.state.default_method = engine.default_method if engine.default_method in servable else servable[0]
@@ -268,9 +177,9 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
     async def ask_stream(req: Any) -> StreamingResponse:
         method, settings = _method_and_settings(req)
         await asyncio.to_thread(engine.method, method, req.index, settings)  # bad settings: 422, not a 200 stream
-        events = _run_streaming(engine, req.question, method, req.index, settings)
+        events = run_streaming(engine, req.question, method, req.index, settings)
         first = await anext(events)  # a full queue (429) is raised before the stream starts
-        return StreamingResponse(_sse(first, events), media_type="text/event-stream",
+        return StreamingResponse(sse(first, events), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
     @app.post("/v1/chat/completions", response_model=M.ChatCompletion,
@@ -288,11 +197,11 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
             return {"id": cid, "object": "chat.completion", "created": created, "model": req.model,
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": result["answer"]},
                                  "finish_reason": "stop"}],
-                    "usage": _usage(result), "tandem": result}
+                    "usage": usage(result), "tandem": result}
         await asyncio.to_thread(engine.method, req.model, req.index, settings)
-        events = _run_streaming(engine, question, req.model, req.index, settings)
+        events = run_streaming(engine, question, req.model, req.index, settings)
         first = await anext(events)
-        return StreamingResponse(_chat_chunks(first, events, cid, created, req.model), media_type="text/event-stream")
+        return StreamingResponse(chat_chunks(first, events, cid, created, req.model), media_type="text/event-stream")
 
     app.mount("/", StaticFiles(directory=STATIC, html=True), name="page")
     return app
@@ -397,125 +306,11 @@ def _allow_header_on_405(app: FastAPI, hints: dict[tuple[str, str], str]) -> Non
         allowed = known[path]
         if allowed and request.method not in allowed:
             hint = hints.get((request.method, path))
-            return _error(405, f"{request.method} is not allowed on {path}; allowed: {', '.join(allowed)}"
+            return error_response(405, f"{request.method} is not allowed on {path}; allowed: {', '.join(allowed)}"
                           + (f": {hint}" if hint else ""), "MethodNotAllowed", {"Allow": ", ".join(allowed)})
         return await call_next(request)
 
 
-async def _run_streaming(engine: Engine, question: str, method: str | None, index: str | None,
-                         settings: dict[str, Any]) -> AsyncIterator[tuple[str, Any]]:
-    """Events of one streamed ask: ``("started", None)`` once admitted, ``("step", {...})`` per step as it
-    completes, then ``("answer", payload)`` or ``("error", {...})``. Closing the iterator (the client went
-    away) cancels the work at its next step or LLM call."""
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
-    sent: list[int] = []
-    cancelled = threading.Event()
-
-    def on_step(step: dict[str, Any]) -> None:
-        sent.append(step["index"])
-        call_in_loop(loop, queue.put_nowait, ("step", step))
-
-    future = engine.submit(engine.ask, question, method, index, settings, on_step, cancelled)
-    future.add_done_callback(lambda f: call_in_loop(loop, queue.put_nowait, ("done", None)))
-    try:
-        yield ("started", None)
-        while True:
-            kind, data = await queue.get()
-            if kind == "step":
-                yield kind, data
-                continue
-            exc = future.exception()
-            if exc is not None:
-                status = _status(exc)
-                yield "error", {"status": status, "message": redact(str(exc)), "type": type(exc).__name__}
-                return
-            result = future.result()
-            last = len(result["trace"]["steps"])
-            for i in range((sent[-1] + 1) if sent else 0, last):  # the steps not streamed yet (the last one)
-                yield "step", result["trace"]["steps"][i]
-            yield "answer", result
-            return
-    finally:
-        cancelled.set()
-
-
-async def _sse(first: tuple[str, Any], events: AsyncIterator[tuple[str, Any]]) -> AsyncIterator[str]:
-    yield ": started\n\n"
-    try:
-        async for kind, data in events:
-            yield f"event: {kind}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
-    finally:
-        await events.aclose()
-
-
-async def _chat_chunks(first: tuple[str, Any], events: AsyncIterator[tuple[str, Any]], cid: str, created: int,
-                       model: str) -> AsyncIterator[str]:
-    """OpenAI ``chat.completion.chunk`` events: a role chunk, one chunk per trace step (empty delta, the
-    step in ``tandem_step``), the answer as content, a final chunk with the whole result in ``tandem``,
-    then ``[DONE]``."""
-
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-        body = {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
-        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
-
-    yield chunk({"role": "assistant"})
-    try:
-        async for kind, data in events:
-            if kind == "step":
-                yield chunk({}, tandem_step=data)
-            elif kind == "answer":
-                yield chunk({"content": data["answer"]})
-                yield chunk({}, "stop", usage=_usage(data), tandem=data)
-            else:
-                yield f"data: {json.dumps({'error': data})}\n\n"
-        yield "data: [DONE]\n\n"
-    finally:
-        await events.aclose()
-
-
-def _usage(result: dict[str, Any]) -> dict[str, int]:
-    cost = result["cost"]
-    return {"prompt_tokens": cost["prompt_tokens"], "completion_tokens": cost["completion_tokens"],
-            "total_tokens": cost["prompt_tokens"] + cost["completion_tokens"]}
-
-
-def _status(exc: BaseException) -> int:
-    for cls in type(exc).__mro__:
-        if cls in STATUS:
-            return STATUS[cls]
-    return 500
-
-
-class _Constant(Exception):
-    """``NaN``, ``Infinity`` or ``-Infinity`` in a body (Python's JSON reads them; JSON has no such numbers)."""
-
-
-def _unanswerable(body: bytes) -> str | None:
-    """Why a JSON body that parses could not be answered, not even with its validation error: a lone
-    surrogate escape, or NaN / Infinity (no JSON reply can hold either); None for any other body."""
-    lowered = body.lower()
-    if b"\\ud" not in lowered and b"nan" not in lowered and b"infinity" not in lowered:
-        return None
-
-    def constant(name: str) -> Any:
-        raise _Constant(name)
-
-    try:
-        text = body.decode("utf-8")
-        obj = json.loads(text, parse_constant=constant)
-    except _Constant as exc:
-        return f"{exc}, which is not a JSON number"
-    except (ValueError, RecursionError):
-        return None  # not JSON: FastAPI's own parse error answers it
-    return SURROGATE if lone_surrogate(text, obj) else None
-
-
-def _error(status: int, message: str, kind: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": {"message": redact(message), "type": kind}}, status_code=status, headers=headers)
-
-
 def _error_for(exc: BaseException) -> JSONResponse:
-    status = _status(exc)
-    return _error(status, str(exc), type(exc).__name__, {"Retry-After": "2"} if status == 429 else None)
+    status = status_of(exc)
+    return error_response(status, str(exc), type(exc).__name__, {"Retry-After": "2"} if status == 429 else None)
