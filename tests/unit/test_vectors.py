@@ -8,7 +8,8 @@ import pytest
 
 from tandem.errors import ConfigError, IndexError_
 from tandem.index import build_index, open_index
-from tandem.index.vectors import BACKENDS, RowFile, VectorStore, build_store, new_store, open_store, parse_store
+from tandem.index.arrays import RowFile
+from tandem.index.vectors import BACKENDS, VectorStore, build_store, new_store, open_store, parse_store
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder
 

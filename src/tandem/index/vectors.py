@@ -23,7 +23,6 @@ import contextlib
 import math
 import os
 import sys
-import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -33,7 +32,7 @@ import numpy as np
 from pydantic import Field
 
 from tandem.errors import ConfigError, IndexError_
-from tandem.index.arrays import Rows, as_f32
+from tandem.index.arrays import RowFile, Rows, as_f32, rescore
 from tandem.index.qdrant_store import QDRANT_DEFAULTS, QDRANT_DIR, QdrantStore  # noqa: F401 - QDRANT_DIR: index files
 from tandem.registry import STORES, NoSettings
 from tandem.settings import Settings
@@ -251,54 +250,9 @@ class FlatView:
         return self.array[key]
 
 
-class RowFile:
-    """Float32 rows of a raw file, read on demand with ``pread`` (``rows[array]``, ``rows[a:b]``).
-
-    Re-scoring reads ~100 scattered rows a query. A memory map would make every page it touches, and
-    the kernel's fault-around neighbours already cached, part of this process's resident set until the
-    whole file is (1.5 GB at 1M x 384, measured); reads leave the file to the page cache alone.
-    """
-
-    def __init__(self, path: Path, n: int, dim: int) -> None:
-        self.path, self.n, self.dim, self.row_bytes = path, n, dim, dim * 4
-        self._fd = os.open(path, os.O_RDONLY)
-        weakref.finalize(self, os.close, self._fd)
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, key: slice | np.ndarray) -> np.ndarray:
-        if isinstance(key, slice):
-            start, stop, _ = key.indices(self.n)
-            data = os.pread(self._fd, max(0, stop - start) * self.row_bytes, start * self.row_bytes)
-            return np.frombuffer(data, np.float32).reshape(-1, self.dim)
-        rows = np.asarray(key, np.int64)
-        if rows.size and (rows.min() < 0 or rows.max() >= self.n):
-            raise IndexError(f"row out of range 0..{self.n - 1} in {self.path}")
-        out = np.empty((len(rows), self.dim), np.float32)
-        for i, row in enumerate(rows):
-            out[i] = np.frombuffer(os.pread(self._fd, self.row_bytes, int(row) * self.row_bytes), np.float32)
-        return out
-
-
 def _default_pq_m(dim: int) -> int:
     """8 dimensions per sub-quantiser where the dimension allows (384 -> 48 bytes a vector)."""
     return next(m for m in (dim // 8, dim // 4, dim // 2, dim) if m and dim % m == 0)
-
-
-def rescore(queries: np.ndarray, candidates: np.ndarray, rows: np.ndarray | RowFile, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-``k`` among each query's candidate rows (-1 = none), reading the rows from ``rows``
-    (an array or a :class:`RowFile`; rows are read in file order)."""
-    scores = np.full((len(queries), k), -np.inf, np.float32)
-    best = np.full((len(queries), k), -1, np.int64)
-    for qi, (query, cand) in enumerate(zip(queries, candidates, strict=True)):
-        cand = np.unique(cand[cand >= 0])
-        if not len(cand):
-            continue
-        exact = np.asarray(rows[cand], dtype=np.float32) @ query
-        top = np.argsort(-exact, kind="stable")[:k]
-        scores[qi, :len(top)], best[qi, :len(top)] = exact[top], cand[top]
-    return scores, best
 
 
 StoreFactory = Callable[[dict[str, Any], int, "Path | None"], VectorStore]
