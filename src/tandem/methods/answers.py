@@ -14,6 +14,17 @@ from tandem.types import Document
 
 #: the chain-of-thought answer marker (IRCoT's; Iter-RetGen, DualRAG's ablation and the demos use it too)
 ANSWER_MARKER = "So the answer is:"
+#: the one-shot chain-of-thought example IRCoT and Iter-RetGen show before the real task
+COT_DEMO = (
+    "Documents:\n"
+    "[1] Irène Joliot-Curie: Irène Joliot-Curie was a French chemist, the elder daughter of Marie and Pierre Curie.\n"
+    "[2] Marie Curie: Marie Curie was born Maria Skłodowska in Warsaw in 1867.\n"
+    "Question: In which city was the mother of Irène Joliot-Curie born?\n"
+    "Reasoning:\n"
+    "Irène Joliot-Curie was the daughter of Marie Curie.\n"
+    "Marie Curie was born in Warsaw.\n"
+    f"{ANSWER_MARKER} Warsaw"
+)
 
 #: the answer instruction after the question (style ``instruction``): asks for the answer's words only and
 #: does not name yes or no - a system prompt that did made Qwen2.5-1.5B answer "yes" or "no" to over half of

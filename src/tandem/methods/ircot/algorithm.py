@@ -19,6 +19,7 @@ from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM, Message
 from tandem.methods.answers import (
     ANSWER_MARKER,
+    COT_DEMO,
     answer_style,
     brief_answer_messages,
     clean_answer,
@@ -43,16 +44,6 @@ INSTRUCTION = (
     f"ONE short sentence to the reasoning. When the reasoning is complete, reply with '{ANSWER_MARKER} ' "
     "followed by the answer in a few words."
 )
-DEMO = (
-    "Documents:\n"
-    "[1] Irène Joliot-Curie: Irène Joliot-Curie was a French chemist, the elder daughter of Marie and Pierre Curie.\n"
-    "[2] Marie Curie: Marie Curie was born Maria Skłodowska in Warsaw in 1867.\n"
-    "Question: In which city was the mother of Irène Joliot-Curie born?\n"
-    "Reasoning:\n"
-    "Irène Joliot-Curie was the daughter of Marie Curie.\n"
-    "Marie Curie was born in Warsaw.\n"
-    f"{ANSWER_MARKER} Warsaw"
-)
 
 
 class IRCoT:
@@ -68,7 +59,7 @@ class IRCoT:
         self.temperature, self.max_tokens = s.temperature, s.max_tokens
 
     def _messages(self, question: str, docs: list[Document], thoughts: list[str]) -> list[Message]:
-        user = (f"Example:\n{DEMO}\n\nNow the real task.\nDocuments:\n{format_docs(docs)}\nQuestion: {question}\n"
+        user = (f"Example:\n{COT_DEMO}\n\nNow the real task.\nDocuments:\n{format_docs(docs)}\nQuestion: {question}\n"
                 "Reasoning:\n" + "".join(t + "\n" for t in thoughts))
         return [Message("system", INSTRUCTION), Message("user", user)]
 

@@ -17,6 +17,7 @@ from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM, Message
 from tandem.methods.answers import (
     ANSWER_MARKER,
+    COT_DEMO,
     answer_style,
     brief_answer_messages,
     clean_answer,
@@ -30,7 +31,6 @@ from tandem.methods.base import (
     mark_exchange,
     search_reranked,
 )
-from tandem.methods.ircot.algorithm import DEMO
 from tandem.methods.iter_retgen.settings import IterRetGenSettings
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
@@ -56,7 +56,7 @@ class IterRetGen:
 
     @staticmethod
     def _messages(question: str, docs: list[Document]) -> list[Message]:
-        user = (f"Example:\n{DEMO}\n\nNow the real task.\nDocuments:\n{format_docs(docs)}\nQuestion: {question}\n"
+        user = (f"Example:\n{COT_DEMO}\n\nNow the real task.\nDocuments:\n{format_docs(docs)}\nQuestion: {question}\n"
                 "Reasoning:\n")
         return [Message("system", INSTRUCTION), Message("user", user)]
 
