@@ -13,15 +13,13 @@ document), so adding documents re-runs this pass over all of them.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import bm25s
 import numpy as np
 import Stemmer
-
-from tandem.types import Document
 
 BM25_DIR = "bm25"
 DEFAULT_BM25 = {"k1": 1.5, "b": 0.75, "method": "lucene", "stemmer": "english", "stopwords": "en"}
@@ -40,13 +38,6 @@ def tokenize(texts: Sequence[str], params: dict[str, Any]) -> list[list[str]]:
         return_ids=False,
         show_progress=False,
     )
-
-
-def build_bm25(docs: Iterable[Document], folder: Path, params: dict[str, Any]) -> None:
-    """Index ``docs`` (title + text) and save the sparse matrices under ``folder/bm25``."""
-    builder = BM25Builder(params, folder)
-    builder.add([d.contents for d in docs])
-    builder.save(folder)
 
 
 class _TokenRows(Sequence[list[int]]):
