@@ -24,15 +24,15 @@ from tandem.errors import ConfigError, ParseError
 from tandem.eval.qa_metrics import answer_scores, normalize_answer
 from tandem.llm.jsonparse import parse_json
 from tandem.llm.types import LLM, LLMRequest, Message
-from tandem.methods.base import Role, call_structured
+from tandem.methods.base import Role, call_structured, compact_json_examples
 from tandem.types import Step
 
-JUDGE_PROMPT = (
+JUDGE_PROMPT = compact_json_examples((
     "Question: {question}\nPrediction: {prediction}\nGround-truth: {gold}\n\n"
     "Does the Prediction imply the Ground-truth? Gold answers are not always unique: a response with a "
     "close meaning, or one that contains the ground-truth, counts as implying it. Reply with Yes or No only, "
     'as JSON: {{"verdict": "Yes"}} or {{"verdict": "No"}}.'
-)
+))
 JUDGE = Role("judge", {"type": "object", "properties": {"verdict": {"enum": ["Yes", "No"]}}, "required": ["verdict"]},
              budget=24, prompt_max_tokens=12)
 REANSWER_PROMPT = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import json
+import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -254,6 +255,18 @@ def mark_exchange(step: Step, role: str, outcome: str, fallback: str = "") -> No
             break
     if outcome == "fallback":
         step.notes.setdefault("fallbacks", []).append(f"{role}: {fallback or 'no usable reply'}")
+
+
+_KEY_SEP = re.compile(r'"\s*:\s+(?=["\[{\dtfn<-])')  # '"thought": "' -> '"thought":"'
+_ITEM_SEP = re.compile(r'(["\]}\d>]|true|false|null),\s+(?=[\[{]|"[^"\n]*"\s*[:,\]}])')  # '"a", "b"]' -> '"a","b"]'
+
+
+def compact_json_examples(text: str) -> str:
+    """``text`` (a prompt's fixed part: instructions, format, examples) with its JSON written without spaces
+    after ``:`` and ``,``, the way schema-constrained decoding makes the reply
+    (:data:`tandem.llm.structured.GRAMMAR_OPTIONS`). A prompt that shows ``{"notes": "..."}`` to a decoder that
+    forbids the space made Qwen2.5-Coder-1.5B reply ``{"notes":"}"}`` (docs/methods/dualrag.md)."""
+    return _ITEM_SEP.sub(r"\1,", _KEY_SEP.sub('":', text))
 
 
 def format_docs(docs: Sequence[Document]) -> str:

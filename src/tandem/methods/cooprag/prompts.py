@@ -19,7 +19,7 @@ from tandem.errors import ParseError
 from tandem.llm.jsonparse import parse_json
 from tandem.llm.types import Message
 from tandem.methods.answers import clean_answer
-from tandem.methods.base import Role
+from tandem.methods.base import Role, compact_json_examples
 from tandem.types import Document
 
 UNCERTAIN = "<UNCERTAIN>"
@@ -42,7 +42,7 @@ class Unrolled:
 
 def render_chain(chain: Sequence[Triple]) -> str:
     """The chain as a JSON list of [head, relation, tail] lists, the form prompts show and parse."""
-    return json.dumps([list(t) for t in chain], ensure_ascii=False)
+    return json.dumps([list(t) for t in chain], ensure_ascii=False, separators=(",", ":"))
 
 
 _PHRASE: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 48}
@@ -73,7 +73,7 @@ UNROLL = Role("unroll", UNROLL_SCHEMA, budget=4608, prompt_max_tokens=256)
 COMPLETE = Role("complete", COMPLETE_SCHEMA, budget=3584, prompt_max_tokens=192)
 ONE_CALL = Role("one_call", ONE_CALL_SCHEMA, budget=3840, prompt_max_tokens=224)
 
-UNROLL_SYSTEM = (
+UNROLL_SYSTEM = compact_json_examples((
     "You break a question into the steps needed to answer it. Reply with one JSON object on one line:\n"
     '{"hop_count": <the number of facts needed>, "structure": "<one sentence on how the facts connect, '
     'without stating any fact>", "sub_questions": [<self-contained sub-questions (no pronouns), each '
@@ -81,7 +81,7 @@ UNROLL_SYSTEM = (
     '"chain": [<[head, relation, tail] triples from your own knowledge, short noun phrases>]}\n'
     f"In the chain, replace every entity you are not sure of with {UNCERTAIN}. The tail of the last "
     f"triple is {FILL}."
-)
+))
 UNROLL_DEMOS = (
     ("In which city was the mother of Irène Joliot-Curie born?",
      2, "Find the mother, then the city where she was born.",
@@ -101,7 +101,7 @@ UNROLL_DEMOS = (
 
 
 def _js(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))  # as constrained decoding writes it
 
 
 def _unroll_reply(hops: int, structure: str, subs: Sequence[str], chain: Sequence[Sequence[str]]) -> str:
@@ -151,22 +151,22 @@ def _context(question: str, sub_questions: Sequence[str], docs: Sequence[Documen
     return f"{format_documents(docs)}\n\nMain Question: {question}\n" + (f"{subs}\n" if subs else "")
 
 
-COMPLETE_SYSTEM = (
+COMPLETE_SYSTEM = compact_json_examples((
     f"You complete a reasoning chain from documents. Replace every {UNCERTAIN} and {FILL} in the "
     "chain with words copied exactly from the documents; add triples if a step is missing. Reply with "
     'one JSON object on one line: {"chain": [<the completed [head, relation, tail] triples>]}'
-)
+))
 ANSWER_SYSTEM = (
     "You answer a question from a completed reasoning chain and documents. Give the shortest answer "
     "span, using only words from the chain or the documents: a name, a date, a number or a short "
     f"phrase. If the question asks yes or no, answer yes or no. Reply with one line: {ANSWER} <span>"
 )
-ONE_CALL_SYSTEM = (
+ONE_CALL_SYSTEM = compact_json_examples((
     f"You answer a question from documents. First complete the reasoning chain: replace every {UNCERTAIN} "
     f"and {FILL} with words copied from the documents. Then give the shortest answer span (yes or no "
     'for a yes/no question). Reply with one JSON object on one line: {"chain": [<the completed '
     '[head, relation, tail] triples>], "answer": "<span>"}'
-)
+))
 
 
 def complete_messages(question: str, sub_questions: Sequence[str], chain: Sequence[Triple],

@@ -21,7 +21,7 @@ from typing import Any
 
 from tandem.llm.types import Message
 from tandem.methods.answers import ANSWER_MARKER
-from tandem.methods.base import Role
+from tandem.methods.base import Role, compact_json_examples
 from tandem.types import Document
 
 ROLES = ("reasoner", "entity_identifier", "summarizer", "answer")
@@ -81,7 +81,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {name: role.bounded for name, role in STRUC
 
 def _prompt(*sections: tuple[str, str]) -> str:
     """Markdown sections ``## title`` + body, in order."""
-    return "\n\n".join(f"## {title}\n\n{body.strip()}" for title, body in sections) + "\n"
+    return compact_json_examples("\n\n".join(f"## {title}\n\n{body.strip()}" for title, body in sections) + "\n")
 
 
 def _lines(*lines: str) -> str:
@@ -89,7 +89,7 @@ def _lines(*lines: str) -> str:
 
 
 def _js(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 # Knowledge outline and reasoning history as prompt text

@@ -39,6 +39,7 @@ from tandem.methods.base import (
     Search,
     call_llm,
     call_structured,
+    compact_json_examples,
     format_docs,
     mark_exchange,
     search_reranked,
@@ -70,26 +71,27 @@ ASK_SCHEMA: dict[str, Any] = {
 }
 ASK = Role("plan", ASK_SCHEMA, budget=850, prompt_max_tokens=128)
 
-ASK_SYSTEM = (
+ASK_SYSTEM = compact_json_examples((
     "You answer a complex question by asking simple sub-questions one at a time. Reply with one JSON object on "
     'one line: {"finished": false, "sub_question": "<the next self-contained sub-question>", "answer": "<its '
     'answer from your own knowledge, a few words>"}.'
-)
-PLAN_SYSTEM = ASK_SYSTEM + (
+))
+PLAN_SYSTEM = compact_json_examples(
+    ASK_SYSTEM + (
     ' When the sub-questions answered so far are enough to answer the question, reply {"finished": true, '
     '"sub_question": "", "answer": ""}.'
-)
+))
 GROUND_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"evidence": {"type": "string", "maxLength": 200}, "answer": {"type": "string", "maxLength": 80}},
     "required": ["evidence", "answer"],
 }
 GROUND = Role("ground", GROUND_SCHEMA, budget=1150, prompt_max_tokens=128)  # budget: the worst case (1148)
-GROUND_JSON_SYSTEM = (
+GROUND_JSON_SYSTEM = compact_json_examples((
     "You check an answer against documents. Reply with one JSON object on one line: {\"evidence\": \"<the "
     "sentence of a document that answers the question>\", \"answer\": \"<the answer that sentence supports, a "
     "few words>\"}. If no document answers the question, reply {\"evidence\": \"Empty\", \"answer\": \"\"}."
-)
+))
 GROUND_SYSTEM = (
     "You check an answer against documents. If a document answers the question, reply "
     "<ref>the sentence that answers it</ref><revise>the answer that sentence supports, a few words</revise>. "

@@ -43,6 +43,7 @@ from tandem.methods.base import (
     Search,
     call_llm,
     call_structured,
+    compact_json_examples,
     format_docs,
     mark_exchange,
     search_reranked,
@@ -67,10 +68,10 @@ INTERNAL = Role("internal_knowledge", YES_NO, budget=8, prompt_max_tokens=4)
 SUFFICIENT = Role("sufficiency", YES_NO, budget=8, prompt_max_tokens=4)
 ENTAILED = Role("entailment", YES_NO, budget=8, prompt_max_tokens=4)
 
-GENERATE_SYSTEM = (
+GENERATE_SYSTEM = compact_json_examples((
     "Answer the question from the documents. Reply with one JSON object on one line: "
     '{"reason": "<one or two sentences of reasoning from the documents>", "answer": "<the answer in a few words>"}'
-)
+))
 YES_NO_SYSTEM = "Reply with one word: yes or no."
 REWRITE_SYSTEM = (
     "Write one short search query (at most 64 characters) that would find the missing facts needed to answer "
