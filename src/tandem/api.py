@@ -6,7 +6,7 @@
     print(answer.text, answer.trace.docs_read)
 
 Everything here goes through the same composition layer as the CLI and the server
-(:func:`tandem.compose.build_runnable`)."""
+(:func:`tandem.compose.build_run`)."""
 
 from __future__ import annotations
 
@@ -60,15 +60,9 @@ def load_method(method: str | None = None, index: Index | str | Path | None = No
                 retriever: str | None = None, **settings: Any) -> Method:
     """A method ready to answer many questions (``method`` by default the registry's default, ``tandem
     methods``): ``settings`` as in ``tandem methods NAME``."""
-    from tandem.compose import build_runnable
-    from tandem.llm import load_llm
-    from tandem.registry import METHODS
+    from tandem.compose import build_run
 
-    method = method or METHODS.default()
-    idx = open_index(index) if isinstance(index, (str, Path)) else index
-    model = load_llm(llm) if isinstance(llm, str) else llm
-    runnable, _ = build_runnable(method, model, idx, settings, retriever=RetrieverConfig(kind=retriever))
-    return runnable
+    return build_run(method, llm, index, settings, retriever=RetrieverConfig(kind=retriever)).method
 
 
 def ask(question: str, index: Index | str | Path | None = None, *, method: str | None = None, llm: str | LLM = "local",

@@ -4,18 +4,19 @@ A method's file holds its algorithm and, at its end, its registry entry (:data:`
 a builder that receives the :class:`Parts` built here - the LLM, the index, the search over it, the store -
 and the method's validated settings, and builds what else it needs (a reranker through
 :func:`build_reranker`, role LLMs, RaLa, an R²-Former checkpoint). The CLI, the trainers, the HTTP server and
-Python callers all build methods through :func:`build_method` / :func:`build_runnable`."""
+Python callers all build a run through :func:`build_run` (methods alone: :func:`build_method`)."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tandem.config import RetrieverConfig
 from tandem.errors import ConfigError
-from tandem.index.index import Index
+from tandem.index.index import Index, open_index
 from tandem.index.store import DocStore
 from tandem.llm.types import LLM
 from tandem.methods.base import Method, Search
@@ -155,32 +156,51 @@ def build_method(name: str, llm: LLM, search: Search | None = None, store: DocSt
     return method
 
 
-def build_runnable(method: str, llm: LLM, index: Index | None = None, settings: Mapping[str, Any] | None = None,
-                   passages: Sequence[Document] | None = None,
-                   retriever: RetrieverConfig | None = None) -> tuple[Method, DocStore | None]:
-    """The method ``method`` over ``index`` searched with ``retriever`` (default: :func:`best_retriever`, the
-    graph retriever where the index has that extra), or, without an index, over a store of ``passages`` for
-    methods that read gold passages; returns it with the store that resolves its document ids."""
+@dataclass(frozen=True)
+class Run:
+    """A run put together by :func:`build_run`: the method, the LLM it calls, the store that resolves its
+    document ids and the index it searches (None where it reads none)."""
+
+    method: Method
+    llm: LLM
+    store: DocStore | None
+    index: Index | None
+
+
+def build_run(method: str | None, llm: str | LLM, index: Index | str | Path | None = None,
+              settings: Mapping[str, Any] | Settings | None = None, *, retriever: RetrieverConfig | None = None,
+              passages: Sequence[Document] | None = None, llm_options: Mapping[str, Any] | None = None,
+              keep_index_kind: bool = False) -> Run:
+    """The one builder of a run, used by the CLI (``eval qa``, ``ask``), the Python API, the server, MCP and the
+    integrations: the LLM loaded (a spec with ``llm_options``, or an LLM object as it is), the index opened (a
+    folder or an :class:`Index`), the method ``method`` (the registry's default where None) built over it,
+    searched with ``retriever`` (default: :func:`~tandem.retrieve.best_retriever`, the graph retriever where the
+    index has that extra; ``keep_index_kind``: the index's own kind instead, as a paper preset asks) - or,
+    without an index, over a store of ``passages`` for methods that read gold passages."""
+    from tandem.llm.registry import load_llm
     from tandem.retrieve import best_retriever, open_retriever
 
+    method = method or METHODS.default()
     if needs_index(method) and index is None:
-        raise ConfigError(f"method {method!r} retrieves: it needs an index")
+        raise ConfigError(f"method {method!r} retrieves: give --index DIR (index: in a config)")
+    model = load_llm(llm, **dict(llm_options or {})) if isinstance(llm, str) else llm
+    idx = open_index(index) if isinstance(index, (str, Path)) else index
     search = store = None
     chosen = ""
-    if index is not None:
+    if idx is not None:
         ret = retriever or RetrieverConfig()
-        # settings given for the index's own kind (--retriever-opt without --retriever) keep that kind
-        kind = ret.kind or (index.kind if ret.settings else best_retriever(index))
-        chosen = "" if ret.kind else f"{kind} (the default: graph where the index has the graph extra)"
-        search = Search(open_retriever(index, kind, **ret.options(kind)), index.store)
-        store = index.store
+        # a preset, or settings given for the index's own kind (--retriever-opt without --retriever), keep that kind
+        kind = ret.kind or (idx.kind if keep_index_kind or ret.settings else best_retriever(idx))
+        chosen = "" if ret.kind or keep_index_kind else f"{kind} (the default: graph where the index has the graph extra)"
+        search = Search(open_retriever(idx, kind, **ret.options(kind)), idx.store)
+        store = idx.store
     if store is None and passages:
         store = DocStore(list(passages))
-    built = build_method(method, llm, search, store, index=index, settings=settings)
+    built = build_method(method, model, search, store, index=idx, settings=settings)
     if chosen:  # recorded in a run's config.json notes: what searched, where the config left it to the default
         built.build_notes = {**getattr(built, "build_notes", {}), "retriever": chosen}  # type: ignore[attr-defined]
-    return built, store
+    return Run(built, model, store, idx)
 
 
-__all__ = ["Parts", "build_method", "build_reranker", "build_runnable", "dense_search", "index_behind",
+__all__ = ["Parts", "Run", "build_method", "build_reranker", "build_run", "dense_search", "index_behind",
            "load_role_llms", "needs_index", "searching_with_reranker"]

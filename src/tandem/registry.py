@@ -15,18 +15,72 @@ imported too, so components outside the package register the same way.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import pkgutil
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from tandem.errors import ConfigError
 from tandem.settings import Settings
 
-T = TypeVar("T")
+if TYPE_CHECKING:  # the builders' types; importing them here at run time would make import circles
+    from tandem.compose import Parts
+    from tandem.index.index import Index
+    from tandem.index.store import DocStore
+    from tandem.llm.types import LLM
+    from tandem.methods.base import Method
+    from tandem.rerank.base import Reranker
+    from tandem.retrieve.base import Retriever
+    from tandem.types import OnProgress
+
+T = TypeVar("T", bound=Callable[..., Any])
 PLUGINS_ENV = "TANDEM_PLUGINS"
+
+
+class MethodBuilder(Protocol):
+    """A method's builder: the parts built for the run and the method's validated settings."""
+
+    def __call__(self, parts: Parts, settings: Any, /) -> Method: ...
+
+
+class RetrieverBuilder(Protocol):
+    """A retriever's builder: the index it searches and its validated settings."""
+
+    def __call__(self, index: Index, settings: Any, /) -> Retriever: ...
+
+
+class RerankerBuilder(Protocol):
+    """A reranker's builder: the method's rerank settings, the store it reads and the index (if any)."""
+
+    def __call__(self, settings: Any, store: DocStore, index: Index | None = None, /) -> Reranker | None: ...
+
+
+class StoreBuilder(Protocol):
+    """A vector store's builder: its validated settings and where it lives -> the index manifest's store options."""
+
+    def __call__(self, settings: Any, location: str = "", /) -> dict[str, Any]: ...
+
+
+class IndexKindBuilder(Protocol):
+    """An index kind's builder: the components (``bm25``, ``dense``) the kind builds."""
+
+    def __call__(self) -> tuple[str, ...]: ...
+
+
+class LLMBuilder(Protocol):
+    """An LLM backend's builder: the spec's argument (after ``:``), the whole spec and the options."""
+
+    def __call__(self, arg: str, spec: str, options: dict[str, Any], /) -> LLM: ...
+
+
+class TrainerBuilder(Protocol):
+    """A trainer's builder: its validated settings, the output folder and a progress callback -> a report."""
+
+    def __call__(self, settings: Any, out_dir: Path, on_progress: OnProgress | None = None, /) -> dict[str, Any]: ...
 
 
 class NoSettings(Settings):
@@ -38,7 +92,7 @@ class Entry(Generic[T]):
     """One registered component.
 
     Attributes:
-        name: what users type (``--method ircot``, ``--retriever graph``).
+        name: what users type (``--method NAME``, ``--retriever graph``).
         kind: the registry's kind (``method``, ``retriever``, ...).
         settings: the settings model; ``validate`` checks user input against it.
         build: the builder; its arguments are the registry's convention (documented on each registry).
@@ -51,7 +105,7 @@ class Entry(Generic[T]):
     name: str
     kind: str
     settings: type[Settings]
-    build: Callable[..., T]
+    build: T
     needs: tuple[str, ...] = ()
     doc: str = ""
     options: Mapping[str, Any] = field(default_factory=dict)
@@ -114,11 +168,12 @@ class Registry(Generic[T]):
         self._lock = threading.RLock()
 
     def register(self, name: str, *, settings: type[Settings] = NoSettings, needs: tuple[str, ...] = (),
-                 doc: str | None = None, **options: Any) -> Callable[[Callable[..., T]], Callable[..., T]]:
+                 doc: str | None = None, **options: Any) -> Callable[[T], T]:
         """Decorator: register the builder it wraps as ``name`` (a name registered twice is a ConfigError,
         unless it is the same builder again, as on a module reload)."""
 
-        def add(build: Callable[..., T]) -> Callable[..., T]:
+        def add(build: T) -> T:
+            check_builder(self.kind, name, build)
             line = doc if doc is not None else (settings.__doc__ or build.__doc__ or "").strip().split("\n")[0]
             entry = Entry(name, self.kind, settings, build, tuple(needs), line, dict(options))
             with self._lock:
@@ -192,6 +247,28 @@ class Registry(Generic[T]):
         return [e.name for e in self.entries() if need in e.needs]
 
 
+def check_builder(kind: str, name: str, build: Callable[..., Any]) -> None:
+    """Refuse (ConfigError) a builder that cannot be called the way its registry calls every builder of its kind
+    (:data:`BUILDER_TYPES`: the positional arguments of the kind's protocol); the static type checker holds the
+    package's own builders to the same protocols."""
+    protocol = BUILDER_TYPES.get(kind)
+    if protocol is None:
+        return
+    wanted = [p for p in inspect.signature(protocol.__call__).parameters.values() if p.name != "self"]
+    most, least = len(wanted), sum(p.default is inspect.Parameter.empty for p in wanted)
+    params = list(inspect.signature(build).parameters.values())
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+        return
+    positional = [p for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                  inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in params if p.default is inspect.Parameter.empty
+                and p.kind is not inspect.Parameter.VAR_KEYWORD]
+    if len(required) > least or len(positional) < most:
+        shape = ", ".join(p.name for p in wanted)
+        raise ConfigError(f"{kind} {name!r}: its builder {getattr(build, '__qualname__', build)!r} takes "
+                          f"({', '.join(p.name for p in params)}); a {kind} builder is called with ({shape})")
+
+
 def plugin_modules() -> tuple[str, ...]:
     """Modules named in ``$TANDEM_PLUGINS`` (comma-separated)."""
     return tuple(m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip())
@@ -199,23 +276,30 @@ def plugin_modules() -> tuple[str, ...]:
 
 #: QA methods, one folder each under ``tandem/methods/`` (found, not listed); builder ``(parts:
 #: tandem.compose.Parts, settings) -> Method``; needs ``index`` when it retrieves.
-METHODS: Registry[Any] = Registry("method", discover="tandem.methods")
+METHODS: Registry[MethodBuilder] = Registry("method", discover="tandem.methods")
 #: Retrievers over an index; builder ``(index, settings) -> Retriever``; needs: index components.
-RETRIEVERS: Registry[Any] = Registry("retriever", ("tandem.retrieve",))
+RETRIEVERS: Registry[RetrieverBuilder] = Registry("retriever", ("tandem.retrieve",))
 #: Rerankers; builder ``(settings, store, index) -> Reranker | None``.
-RERANKERS: Registry[Any] = Registry("reranker", ("tandem.rerank",))
+RERANKERS: Registry[RerankerBuilder] = Registry("reranker", ("tandem.rerank",))
 #: Vector stores of a dense index; builder ``(settings) -> store options``.
-STORES: Registry[Any] = Registry("store", ("tandem.index.vectors",))
+STORES: Registry[StoreBuilder] = Registry("store", ("tandem.index.vectors",))
 #: Index kinds (``tandem index --kind``); builder ``() -> the components it builds``.
-INDEX_KINDS: Registry[Any] = Registry("index kind", ("tandem.index.build",), plural="index kinds")
+INDEX_KINDS: Registry[IndexKindBuilder] = Registry("index kind", ("tandem.index.build",), plural="index kinds")
 #: LLM backends (the part of ``--llm`` before ``:``); builder ``(arg, spec, options) -> LLM``.
-LLMS: Registry[Any] = Registry("LLM backend", ("tandem.llm.registry",), plural="LLM backends")
-#: Trainers (``tandem train NAME``, ``tandem federate``); builder ``(settings, on_progress) -> result``.
-TRAINERS: Registry[Any] = Registry("trainer", ("tandem.train.specs",))
+LLMS: Registry[LLMBuilder] = Registry("LLM backend", ("tandem.llm.registry",), plural="LLM backends")
+#: Trainers (``tandem train NAME``, ``tandem federate``); builder ``(settings, on_progress) -> result``. A method's
+#: own trainer is declared in its folder (found with the methods), shared ones in ``tandem.train.specs``.
+TRAINERS: Registry[TrainerBuilder] = Registry("trainer", ("tandem.train.specs",), discover="tandem.methods")
 
 #: every registry by the word the CLI lists it under (``tandem components KIND``)
 ALL: dict[str, Registry[Any]] = {"methods": METHODS, "retrievers": RETRIEVERS, "rerankers": RERANKERS,
                                  "stores": STORES, "index-kinds": INDEX_KINDS, "llms": LLMS, "trainers": TRAINERS}
 
-__all__ = ["ALL", "INDEX_KINDS", "LLMS", "METHODS", "RERANKERS", "RETRIEVERS", "STORES", "TRAINERS", "Entry",
-           "NoSettings", "Registry", "plugin_modules", "subpackages"]
+#: each registry's builder type (what :func:`check_builder` holds a registered builder to)
+BUILDER_TYPES: dict[str, type] = {"method": MethodBuilder, "retriever": RetrieverBuilder, "reranker": RerankerBuilder,
+                                  "store": StoreBuilder, "index kind": IndexKindBuilder, "LLM backend": LLMBuilder,
+                                  "trainer": TrainerBuilder}
+
+__all__ = ["ALL", "BUILDER_TYPES", "INDEX_KINDS", "LLMS", "METHODS", "RERANKERS", "RETRIEVERS", "STORES", "TRAINERS",
+           "Entry", "IndexKindBuilder", "LLMBuilder", "MethodBuilder", "NoSettings", "Registry", "RerankerBuilder",
+           "RetrieverBuilder", "StoreBuilder", "TrainerBuilder", "plugin_modules", "subpackages"]

@@ -179,15 +179,15 @@ def test_add_extras_to_a_copy_never_writes_through_to_the_source(tmp_path):
 
 
 def test_every_method_can_search_through_the_graph(tmp_path):
-    from tandem.compose import build_runnable
+    from tandem.compose import build_run as build_one
     from tandem.config import RetrieverConfig
     from tandem.testing.fake_llm import FakeLLM
     from tandem.types import Question
 
     build_index(BRIDGE_DOCS, tmp_path / "idx", kind="bm25", extras=[GraphExtra(max_df=1.0)])
     retriever = RetrieverConfig.from_dict({"kind": "graph", "settings": {"seeds": 2}})
-    method, _ = build_runnable("ircot", FakeLLM(default="So the answer is: x."), open_index(tmp_path / "idx"),
-                               {"k": 2}, retriever=retriever)
+    method = build_one("ircot", FakeLLM(default="So the answer is: x."), open_index(tmp_path / "idx"),
+                            {"k": 2}, retriever=retriever).method
     assert method.search.retriever.name == "graph"
     answer = method.answer(Question("q", "Where was the director of Example Film born?"))
     assert answer.trace.steps[0].hits and all(h.source == "graph" for h in answer.trace.steps[0].hits)
@@ -249,7 +249,7 @@ def test_passages_the_question_names_are_seeded_and_boosted(tmp_path, links):
     other = "Which director shares a nationality?"
     same = GraphRetriever(idx, ComparisonFirstStage(), **settings).search(other, 7)
     assert [h.doc_id for h in same] == [h.doc_id for h in plain]
-    with pytest.raises(ConfigError, match="link_seeds and link_boost must be >= 0"):
+    with pytest.raises(ConfigError, match=r"setting 'link_boost': Input should be greater than or equal to 0"):
         GraphRetriever(idx, ComparisonFirstStage(), link_boost=-0.1)
 
 
@@ -268,8 +268,12 @@ def test_bridge_expansion_lifts_the_passages_the_top_hits_name(tmp_path):
     # the film names only the bridge (out-degree 1), so hub damping leaves it; a hit at rank 2 gives half
     damped = GraphRetriever(idx, FixedFirstStage(), **off, expand_hits=1, expand_weight=0.5, hub_damping=1.0)
     assert [h.doc_id for h in damped.search(query, 8)] == [h.doc_id for h in expanded]
-    with pytest.raises(ConfigError, match="expand_hits, expand_weight, hub_damping, expand_reverse must be >= 0"):
+    with pytest.raises(ConfigError, match=r"setting 'expand_weight': Input should be greater than or equal to 0"):
         GraphRetriever(idx, FixedFirstStage(), expand_weight=-1.0)
+    with pytest.raises(ConfigError, match=r"seeds \(9\) must not exceed depth \(5\)"):
+        GraphRetriever(idx, FixedFirstStage(), seeds=9, depth=5)
+    with pytest.raises(ConfigError, match=r"unknown setting 'first_stage'; valid settings: \['damping'"):
+        GraphRetriever(idx, FixedFirstStage(), first_stage="bm25")  # open_retriever's setting: the stage comes built
 
 
 def test_expansion_matrix_spreads_a_hubs_vote():
@@ -285,7 +289,7 @@ def test_expansion_matrix_spreads_a_hubs_vote():
 
 
 def test_question_answering_defaults_to_the_graph_where_the_index_has_it_and_paper_presets_keep_the_index_kind(tmp_path):
-    from tandem.compose import build_runnable
+    from tandem.compose import build_run as build_one
     from tandem.config import RunConfig
     from tandem.eval.run import build_run
     from tandem.llm.fake import FakeLLM
@@ -294,12 +298,12 @@ def test_question_answering_defaults_to_the_graph_where_the_index_has_it_and_pap
     build_index(BRIDGE_DOCS, tmp_path / "idx", kind="bm25")
     plain = open_index(tmp_path / "idx")
     assert best_retriever(plain) == "bm25"
-    method, _ = build_runnable("naive_rag", FakeLLM(default="x"), plain)
+    method = build_one("naive_rag", FakeLLM(default="x"), plain).method
     assert method.search.retriever.name == "bm25"
     add_extras(tmp_path / "idx", [GraphExtra(max_df=1.0)])
     graph = open_index(tmp_path / "idx")
     assert best_retriever(graph) == "graph"
-    method, _ = build_runnable("naive_rag", FakeLLM(default="x"), graph)
+    method = build_one("naive_rag", FakeLLM(default="x"), graph).method
     assert method.search.retriever.name == "graph"
     answer = method.answer(__import__("tandem.types", fromlist=["Question"]).Question("q", "Who starred in Kiss and Tell?"))
     assert answer.trace.steps[0].hits and {h.source for h in answer.trace.steps[0].hits} == {"graph"}

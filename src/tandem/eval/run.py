@@ -18,21 +18,13 @@ OnRecord = Callable[[dict[str, Any], dict[str, Any]], None]
 
 
 def build_run(cfg: RunConfig, cache: Path | None = None, passages: list | None = None) -> tuple[Method, Any, Any]:
-    """Build the LLM, open the index (if any) and put the method together (:func:`tandem.compose.build_runnable`);
-    returns (method, llm, store)."""
-    from tandem.compose import build_runnable, needs_index
-    from tandem.index import open_index
-    from tandem.llm import load_llm
+    """``cfg``'s run through the one builder (:func:`tandem.compose.build_run`; a preset keeps the index's own
+    retriever kind); returns (method, llm, store)."""
+    from tandem.compose import build_run as build
 
-    if needs_index(cfg.method) and cfg.index is None:
-        raise ConfigError(f"method {cfg.method!r} retrieves: give --index DIR (index: in a config)")
-    llm = load_llm(cfg.llm.spec, **cfg.llm.options, **({"cache": cache} if cache else {}))
-    index = open_index(cfg.index) if cfg.index is not None else None
-    retriever = cfg.retriever
-    if cfg.preset and index is not None and retriever.kind is None:  # a paper's protocol keeps the index's own kind
-        retriever = retriever.model_copy(update={"kind": index.kind})
-    runnable, store = build_runnable(cfg.method, llm, index, cfg.settings, passages, retriever)
-    return runnable, llm, store
+    run = build(cfg.method, cfg.llm.spec, cfg.index, cfg.settings, retriever=cfg.retriever, passages=passages,
+                llm_options={**cfg.llm.options, **({"cache": cache} if cache else {})}, keep_index_kind=bool(cfg.preset))
+    return run.method, run.llm, run.store
 
 
 def as_run_config(config: RunConfig | Mapping[str, Any] | str | Path) -> RunConfig:

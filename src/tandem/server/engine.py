@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from tandem.compose import build_runnable
+from tandem.compose import build_run
 from tandem.errors import ConfigError, Conflict, IndexError_, ModelNotFoundError, NotFound, TandemError
 from tandem.index import open_index
 from tandem.index.index import Index
@@ -176,7 +176,8 @@ class Engine:
                 self._methods[key] = self._methods.pop(key)  # most recently used last
             else:
                 idx = self.index(idx_name) if idx_name else None
-                self._methods[key] = build_runnable(name, self.llm, idx, settings)
+                run = build_run(name, self.llm, idx, settings)
+                self._methods[key] = (run.method, run.store)
                 while len(self._methods) > MAX_METHODS:
                     self._methods.pop(next(iter(self._methods)))
             return self._methods[key]
