@@ -117,3 +117,12 @@ def test_a_plain_local_runs_the_default_model_or_the_one_the_environment_names(m
     monkeypatch.setenv(ladder.MODEL_ENV, " smollm2 ")
     assert local.load_local().answer_style == "system" and built[-1] == "smollm2"  # the small model's prompt
     assert local.load_local("qwen2.5-coder-0.5b").answer_style == "instruction" and built[-1] == "qwen2.5-coder-0.5b"
+
+
+def test_a_wrong_model_in_the_environment_is_named_with_the_variable_and_the_ladder(monkeypatch):
+    from tandem.llm.convert import gguf_file
+
+    monkeypatch.setenv(ladder.MODEL_ENV, "qwen-7b")
+    with pytest.raises(ModelNotFoundError, match=r"'qwen-7b' \(\$TANDEM_LOCAL_MODEL names it\) is neither a model "
+                                                 r"of the ladder \(\[.*'qwen2.5-coder-1.5b'.*\]"):
+        gguf_file(ladder.default_model())

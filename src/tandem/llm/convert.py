@@ -68,7 +68,11 @@ def gguf_file(name: str) -> Path:
         return ladder_gguf(name)
     gguf = Path(resolve_model(name))
     if gguf.suffix != ".gguf" or not gguf.is_file():
-        raise ModelNotFoundError(f"local backend needs a GGUF file; {name!r} resolved to {gguf}")
+        from tandem.llm.ladder import LADDER, MODEL_ENV
+
+        where = (f" (${MODEL_ENV} names it)" if os.environ.get(MODEL_ENV, "").strip() == name.strip() else "")
+        raise ModelNotFoundError(f"local backend: {name!r}{where} is neither a model of the ladder ({sorted(LADDER)}; "
+                                 f"`tandem llms` lists them) nor a GGUF file (it resolved to {gguf})")
     return gguf
 
 
