@@ -8,9 +8,9 @@ from tandem.integrations.sources import (
     Answerer,
     PassageSearch,
     ServerError,
-    evidence,
     open_answerer,
     open_search,
 )
+from tandem.server.payloads import evidence
 
 __all__ = ["Answerer", "PassageSearch", "ServerError", "evidence", "open_answerer", "open_search"]

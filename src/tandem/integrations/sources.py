@@ -26,13 +26,10 @@ from tandem.errors import ConfigError, TandemError
 from tandem.index.index import Index
 from tandem.llm.types import LLM
 from tandem.secrets import redact
+from tandem.server.payloads import Passage, passage
 
 if TYPE_CHECKING:
     from tandem.server.engine import Engine
-
-Passage = dict[str, Any]
-PASSAGE_KEYS = ("id", "title", "text", "score", "rank", "metadata")
-
 
 class ServerError(TandemError):
     """A tandem server could not be reached, or failed on a request that was not at fault."""
@@ -54,12 +51,6 @@ class Answerer(Protocol):
     def ask(self, question: str) -> dict[str, Any]: ...
 
     async def aask(self, question: str) -> dict[str, Any]: ...
-
-
-def passage(hit: Mapping[str, Any]) -> Passage:
-    """A hit joined with its passage (the server's shape: ``doc_id``, ``score``, ``rank``, ``id``,
-    ``title``, ``text``) -> the adapters' passage dict."""
-    return {key: hit[key] for key in PASSAGE_KEYS if key in hit}
 
 
 def is_url(source: str | Path | Index) -> bool:
@@ -214,13 +205,3 @@ def open_answerer(source: str | Path | Engine, method: str | None = None, *, llm
     folder = Path(source)
     engine = Engine({folder.name: folder}, llm, method=method, llm_opts=llm_opts, workers=1)
     return EngineAnswerer(engine, method, settings=settings)
-
-
-def evidence(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A short chain of evidence from an answer's trace: per step its name, queries, the passages it
-    found (id, title, score) and its notes (thoughts, outline, sub-questions); no prompts."""
-    steps = []
-    for step in result["trace"]["steps"]:
-        hits = [{"id": h["doc_id"], "title": h.get("title"), "score": h.get("score")} for h in step["hits"]]
-        steps.append({"step": step["name"], "queries": step["queries"], "passages": hits, "notes": step["notes"]})
-    return steps

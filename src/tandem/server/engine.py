@@ -30,8 +30,9 @@ from tandem.registry import METHODS, RETRIEVERS
 from tandem.retrieve import open_retriever
 from tandem.secrets import redact
 from tandem.server.models import request_settings_model
+from tandem.server.payloads import answer_payload, step_payload
 from tandem.settings import per_request
-from tandem.types import Answer, Question, Step, TraceObserver, observe_traces
+from tandem.types import Question, TraceObserver, observe_traces
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -353,25 +354,3 @@ def _loaded(index: Index) -> Index:
         if index.has(component):
             getattr(index, attr)
     return index
-
-
-def step_payload(i: int, step: Step, store: DocStore | None) -> dict[str, Any]:
-    """One trace step as JSON, its hits with their passages' title and text (for the page)."""
-    data = {"index": i, **step.to_dict()}
-    if store is not None:
-        data["hits"] = [{**h, **({"title": store.get(h["doc_id"]).title, "text": store.get(h["doc_id"]).text}
-                                 if h["doc_id"] in store else {})} for h in data["hits"]]
-    return data
-
-
-def answer_payload(answer: Answer, store: DocStore | None, method: str, seconds: float) -> dict[str, Any]:
-    """The JSON an ask returns: answer, the passages shown to the LLM, the full trace and its cost."""
-    cited = [store.get(d).to_dict() for d in answer.trace.docs_read if store is not None and d in store]
-    calls = answer.trace.llm_calls
-    trace = {"steps": [step_payload(i, s, store) for i, s in enumerate(answer.trace.steps)],
-             "docs_read": answer.trace.docs_read}
-    return {
-        "answer": answer.text, "method": method, "cited": cited, "trace": trace,
-        "cost": {"llm_calls": len(calls), "prompt_tokens": sum(c.prompt_tokens for c in calls),
-                 "completion_tokens": sum(c.completion_tokens for c in calls), "seconds": round(seconds, 3)},
-    }

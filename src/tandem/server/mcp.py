@@ -25,12 +25,12 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import Field
 
 from tandem.errors import ConfigError, TandemError
-from tandem.integrations.sources import evidence, passage
 from tandem.io import check_text
 from tandem.registry import METHODS
 from tandem.secrets import redact
 from tandem.server.engine import Engine, Lane, call_in_loop
 from tandem.server.models import request_settings_model
+from tandem.server.payloads import evidence, passage
 from tandem.settings import per_request
 from tandem.version import __version__
 
