@@ -28,6 +28,7 @@ import argparse
 import itertools
 import json
 import os
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -44,8 +45,11 @@ from tandem.index.graph import DEFAULT_GRAPH, GraphExtra
 from tandem.models import offline_env
 from tandem.retrieve import open_retriever
 from tandem.retrieve.dense import DenseRetriever
-from tandem.retrieve.graph import DEFAULT_GRAPH_RETRIEVAL, GraphRetriever
+from tandem.retrieve.graph import GraphRetriever, GraphStageSettings
 from tandem.types import Document, Hit, Question, doc_id_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # ranker training: research code beside this script
+from ranker_training import BAG, ROUNDS, candidate_groups, save_ranker, train_ranker, training_groups  # noqa: E402
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SETS = {
@@ -226,9 +230,9 @@ def cv_ranker(data: dict[str, tuple[list[Question], Any]], firsts: dict[str, Any
               final: dict[str, Any], save_to: Path | None) -> dict[str, Any]:
     """The learned ranker's held-out figures: fold f's model is trained on the other folds' candidates
     from fold f's chosen settings, every set weighing the same; then one model on all folds over ``final``."""
-    from tandem.retrieve.ranker import LearnedRanker, save_ranker, train_ranker, training_groups
+    from tandem.retrieve.ranker import LearnedRanker
 
-    depth, hits = int(DEFAULT_GRAPH_RETRIEVAL["rerank_depth"]), int(DEFAULT_GRAPH_RETRIEVAL["entity_hits"])
+    depth, hits = GraphStageSettings().rerank_depth, GraphStageSettings().entity_hits
     groups: dict[str, dict[str, list]] = {}  # settings (as JSON) -> set -> per-question groups
     retrievers: dict[str, dict[str, GraphRetriever]] = {}
     for settings in [*chosen, final]:
@@ -276,7 +280,7 @@ def ablate(work: Path, rebuild: bool, variants: dict[str, dict[str, Any]], fold_
     ``nested``, each outer fold also picks one variant by the objective of an inner cross-validation over
     the other four folds and is scored with it: a held-out figure for the choice among the variants."""
     from tandem.eval.retrieval_metrics import retrieval_scores
-    from tandem.retrieve.ranker import BAG, FEATURES, ROUNDS, candidate_groups, train_ranker
+    from tandem.retrieve.ranker import FEATURES
 
     data = {name: (load_set(name)[0], ensure_index(name, work, rebuild)[0]) for name in sets}
     first = dict(first_stage or {})
@@ -284,8 +288,8 @@ def ablate(work: Path, rebuild: bool, variants: dict[str, dict[str, Any]], fold_
     firsts = {name: Cached(open_retriever(idx, kind or idx.kind, **first)) for name, (_, idx) in data.items()}
 
     def shape(variant: dict[str, Any]) -> tuple[int, int]:
-        return (int(variant.get("rerank_depth", DEFAULT_GRAPH_RETRIEVAL["rerank_depth"])),
-                int(variant.get("entity_hits", DEFAULT_GRAPH_RETRIEVAL["entity_hits"])))
+        defaults = GraphStageSettings()
+        return int(variant.get("rerank_depth", defaults.rerank_depth)), int(variant.get("entity_hits", defaults.entity_hits))
 
     for label, variant in variants.items():
         unknown = sorted(set(variant.get("features", FEATURES)) - set(FEATURES))
@@ -349,8 +353,8 @@ def report(work: Path, rebuild: bool, sets: Sequence[str], queries: int, setting
     """Figures of bm25 / dense / hybrid / graph (the issue-16 defaults, the fused order without the ranker,
     the current defaults; and any named ``variants`` of the
     graph settings) on each set."""
-    out: dict[str, Any] = {"graph_settings": {**DEFAULT_GRAPH_RETRIEVAL, **settings},
-                           "variants": {name: {**DEFAULT_GRAPH_RETRIEVAL, **v} for name, v in variants.items()}}
+    defaults = GraphStageSettings().to_dict()  # the graph stage's shipped settings
+    out: dict[str, Any] = {"graph_settings": {**defaults, **settings}, "variants": {n: {**defaults, **v} for n, v in variants.items()}}
     for name in sets:
         idx, times = ensure_index(name, work, rebuild)
         questions = load_set(name)[0]
@@ -415,7 +419,7 @@ def latency(work: Path, sets: Sequence[str], queries: int, settings: dict[str, A
         entry: dict[str, Any] = {kind: latency_ms(open_retriever(idx, kind, **(settings if kind == "graph" else {})), timed,
                                              clock=timer) for kind in ("bm25", "dense", "hybrid", "graph")}
         first = Cached(open_retriever(idx, idx.kind))
-        first.search_batch(timed, int({**DEFAULT_GRAPH_RETRIEVAL, **settings}["depth"]))
+        first.search_batch(timed, int(settings.get("depth", GraphStageSettings().depth)))
         entry["graph_stage"] = latency_ms(GraphRetriever(idx, first, **settings), timed, clock=timer)
         entry["load_average"] = [round(x, 2) for x in os.getloadavg()]
         out[name] = entry
@@ -461,7 +465,7 @@ def main() -> None:
     parser.add_argument("--nested", action="store_true", help="ablate: also choose among the variants by an inner "
                                                                "cross-validation in each outer fold (held-out figure of the choice)")
     parser.add_argument("--save-ranker", type=Path, help="cv: write the ranker trained on all folds here "
-                                                           "(src/tandem/retrieve/graph_ranker.txt ships)")
+                                                           "(src/tandem/retrieve/graph_ranker.txt ships: update its PROVENANCE.md)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="latency: wall time or process CPU time")
     args = parser.parse_args()
     offline_env()

@@ -18,10 +18,10 @@ import json
 import time
 from pathlib import Path
 
-from tandem.compose import build_reranker
 from tandem.corpus import load_dataset
 from tandem.eval.retrieval import evaluate_retrieval
 from tandem.index import open_index
+from tandem.methods.parts import build_reranker
 from tandem.methods.settings import RerankSettings
 from tandem.models import offline_env
 from tandem.rerank.base import Reranked

@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from tandem.compose import build_method
 from tandem.eval.runner import run_qa
 from tandem.llm import OpenAILLM
-from tandem.methods import build_method
 from tandem.testing.fake_server import FakeOpenAIServer
 from tandem.types import Question
 

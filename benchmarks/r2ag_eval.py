@@ -30,11 +30,11 @@ from tandem.index.store import DocStore
 from tandem.llm import load_llm
 from tandem.llm.types import LLMRequest
 from tandem.methods.answers import brief_answer_messages, clean_answer
+from tandem.methods.r2ag import train as tr
 from tandem.methods.r2ag.algorithm import R2AG, rank_and_featurize
+from tandem.methods.r2ag.former import R2Former, R2FormerConfig, load_r2former
 from tandem.methods.r2ag.prompts import shorten
 from tandem.methods.r2ag.settings import R2AGSettings
-from tandem.train import r2ag as tr
-from tandem.train.r2former import R2Former, R2FormerConfig, load_r2former
 from tandem.types import Question
 
 

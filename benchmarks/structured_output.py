@@ -20,11 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from tandem.compose import build_method
 from tandem.corpus import load_dataset
 from tandem.eval.runner import run_qa
 from tandem.index import open_index
 from tandem.llm import load_llm
-from tandem.methods import Search, build_method
+from tandem.methods import Search
 from tandem.retrieve import open_retriever
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "hotpotqa" / "dev500.jsonl"

@@ -2,7 +2,7 @@
 
     import tandem
     index = tandem.index_documents(["Marie Curie was born in Warsaw.", "Warsaw is the capital of Poland."], "my-index")
-    answer = tandem.ask("In which country was Marie Curie born?", index, method="naive_rag")
+    answer = tandem.ask("In which country was Marie Curie born?", index)  # the default method
     print(answer.text, answer.trace.docs_read)
 
 Everything here goes through the same composition layer as the CLI and the server

@@ -42,7 +42,16 @@ class LLMConfig(Settings):
 
     spec: str = Field("local", description="local | hf:PATH | openai:MODEL@URL | llamacpp:PATH")
     options: dict[str, Any] = Field(default_factory=dict, description="backend options (--llm-opt KEY=VALUE): "
-                                                                      "json_mode, timeout, max_retries, ...")
+                                                                      "json_mode, timeout, max_retries, ... "
+                                                                      "(tandem llms NAME)")
+
+    @model_validator(mode="after")
+    def _check_options(self) -> Self:
+        """The options checked against the backend's settings model (:mod:`tandem.llm.settings`); kept as given."""
+        from tandem.llm.registry import backend_options
+
+        backend_options(self.spec, self.options, where="llm.options")
+        return self
 
 
 class RunConfig(Settings):

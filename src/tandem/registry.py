@@ -28,11 +28,11 @@ from tandem.errors import ConfigError
 from tandem.settings import Settings
 
 if TYPE_CHECKING:  # the builders' types; importing them here at run time would make import circles
-    from tandem.compose import Parts
     from tandem.index.index import Index
     from tandem.index.store import DocStore
     from tandem.llm.types import LLM
     from tandem.methods.base import Method
+    from tandem.methods.parts import Parts
     from tandem.rerank.base import Reranker
     from tandem.retrieve.base import Retriever
     from tandem.types import OnProgress
@@ -275,7 +275,7 @@ def plugin_modules() -> tuple[str, ...]:
 
 
 #: QA methods, one folder each under ``tandem/methods/`` (found, not listed); builder ``(parts:
-#: tandem.compose.Parts, settings) -> Method``; needs ``index`` when it retrieves.
+#: tandem.methods.parts.Parts, settings) -> Method``; needs ``index`` when it retrieves.
 METHODS: Registry[MethodBuilder] = Registry("method", discover="tandem.methods")
 #: Retrievers over an index; builder ``(index, settings) -> Retriever``; needs: index components.
 RETRIEVERS: Registry[RetrieverBuilder] = Registry("retriever", ("tandem.retrieve",))

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 from tests.conftest import shared
 
+from tandem.compose import build_method
 from tandem.corpus import load_dataset
 from tandem.index import build_index, open_index
 from tandem.index.encoder import load_encoder
 from tandem.index.layers import rala_extras
 from tandem.llm import load_llm
-from tandem.methods import Search, build_method
+from tandem.methods import Search
 from tandem.rerank.rala import SharedDenseRetriever, StoredFeatures, open_rala
 from tandem.retrieve import open_retriever
 

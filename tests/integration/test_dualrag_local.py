@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 from tests.conftest import shared
 
+from tandem.compose import build_method
 from tandem.corpus import load_dataset
 from tandem.index import build_index, open_index
 from tandem.llm import load_llm
-from tandem.methods import Search, build_method
+from tandem.methods import Search
 from tandem.methods.dualrag import parse as R
 from tandem.methods.dualrag import prompts as P
 from tandem.render import render_trace

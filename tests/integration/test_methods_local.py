@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from tests.conftest import shared
 
+from tandem.compose import build_method
 from tandem.corpus import load_dataset
 from tandem.eval.qa_metrics import f1_score
 from tandem.index import build_index, open_index
 from tandem.llm import load_llm
-from tandem.methods import Search, build_method
+from tandem.methods import Search
 from tandem.registry import METHODS
 from tandem.retrieve import open_retriever
 

@@ -8,7 +8,7 @@ import pytest
 
 from tandem.llm import load_llm
 from tandem.llm.types import LLMRequest, Message
-from tandem.train.sft import SFTSettings, read_sft_json, train_sft
+from tandem.methods.dualrag.finetune import SFTSettings, read_sft_json, train_sft
 
 pytestmark = pytest.mark.integration
 

@@ -16,6 +16,7 @@ import pytest
 import torch
 from tests.conftest import shared
 
+from tandem.compose import build_method
 from tandem.corpus import load_dataset
 from tandem.index import build_index, open_index
 from tandem.index.encoder import load_encoder
@@ -24,11 +25,11 @@ from tandem.llm import load_llm
 from tandem.llm import serve as S
 from tandem.llm.openai_compat import OpenAILLM
 from tandem.llm.prompt_embeds import PromptEmbedsLLM
-from tandem.methods import Search, build_method
+from tandem.methods import Search
 from tandem.methods.r2ag import R2AG
+from tandem.methods.r2ag.former import R2Former, R2FormerConfig
 from tandem.methods.r2ag.settings import R2AGSettings
 from tandem.retrieve import open_retriever
-from tandem.train.r2former import R2Former, R2FormerConfig
 
 pytestmark = pytest.mark.integration
 PORT = int(os.environ.get("TANDEM_VLLM_TEST_PORT", "8012"))

@@ -10,9 +10,10 @@ from tests.conftest import benchmark_script, shared
 from tandem.llm.jsonparse import validate
 from tandem.llm.types import LLMRequest, Message
 from tandem.methods.dualrag.prompts import SCHEMAS
-from tandem.testing.baselines import FIGURES, METHOD_SETTINGS, reader_reply, schema_instance
 
-script = benchmark_script("baselines")
+script = benchmark_script("baselines")  # the scripted reader and the figures' settings live there
+FIGURES, METHOD_SETTINGS = script.FIGURES, script.METHOD_SETTINGS
+reader_reply, schema_instance = script.reader_reply, script.schema_instance
 
 
 def test_recorded_figures_cover_every_method_and_figure():

@@ -71,7 +71,7 @@ TOY = '''
 
 from pydantic import Field
 
-from tandem.compose import Parts
+from tandem.methods.parts import Parts
 from tandem.registry import METHODS
 from tandem.settings import Settings
 from tandem.types import Answer, Step, Trace

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
+from tandem.compose import build_method
 from tandem.errors import ConfigError
-from tandem.methods import Search, build_method
+from tandem.methods import Search
 from tandem.methods.answers import ANSWER_MARKER
 from tandem.methods.genground.algorithm import ASK, GROUND, PLAN, parse_ground, parse_ground_json, parse_plan
 from tandem.methods.metarag.algorithm import (

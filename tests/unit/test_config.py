@@ -160,9 +160,10 @@ def test_paper_preset_sets_the_controlled_comparison_under_explicit_settings(tmp
 
 def test_a_graph_run_records_its_retriever_settings_resolved():
     from tandem.cli.common import run_config
-    from tandem.retrieve.graph import DEFAULT_GRAPH_RETRIEVAL
+    from tandem.retrieve.graph import GraphStageSettings
 
     cfg = run_config(None, method="naive_rag", retriever="graph", retriever_opt=["seeds=5"])
-    assert cfg.retriever.settings == {**DEFAULT_GRAPH_RETRIEVAL, "seeds": 5}
+    assert cfg.retriever.settings == {**GraphStageSettings().to_dict(), "seeds": 5}
+    assert cfg.retriever.settings["damping"] == 0.5 and cfg.retriever.settings["ranker"] == "learned-v2"
     assert {"expand_hits", "expand_weight", "hub_damping", "ranker", "rerank_depth", "entity_hits"} <= set(cfg.retriever.settings)
     assert run_config(None, method="naive_rag", retriever="hybrid").retriever.settings == {}

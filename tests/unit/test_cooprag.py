@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from tandem.compose import build_method
 from tandem.errors import ConfigError, ParseError
 from tandem.index import build_index, open_index
 from tandem.index.store import DocStore
-from tandem.methods import Search, build_method
+from tandem.methods import Search
 from tandem.methods.cooprag import prompts as P
 from tandem.methods.cooprag.algorithm import CoopRAG, render_query
 from tandem.methods.cooprag.settings import CoopRAGSettings

@@ -9,9 +9,10 @@ import time
 
 import pytest
 
+from tandem.compose import build_method
 from tandem.errors import ConfigError, LLMError
 from tandem.index import build_index, open_index
-from tandem.methods import Search, build_method
+from tandem.methods import Search
 from tandem.methods.answers import ANSWER_MARKER, clean_answer
 from tandem.methods.dualrag import DualRAG, Outline, union_by_id
 from tandem.methods.dualrag import parse as R

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from tandem.cli import app
+from tandem.compose import build_method
 from tandem.corpus import load_dataset
 from tandem.errors import DataError
 from tandem.eval.export import (
@@ -26,7 +27,7 @@ from tandem.eval.retrieval import evaluate_retrieval
 from tandem.eval.rundir import PER_QUESTION, RunDir
 from tandem.eval.runner import run_qa
 from tandem.index import build_index, open_index
-from tandem.methods import Search, build_method
+from tandem.methods import Search
 from tandem.retrieve import open_retriever
 from tandem.testing.fake_llm import FakeLLM
 

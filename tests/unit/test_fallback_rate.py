@@ -9,8 +9,8 @@ from tests.unit.test_baselines_more import _gen, _metarag, _plan, _pseudo
 from tests.unit.test_cooprag import COMPLETED, UNROLL
 from tests.unit.test_dualrag import Roles, plan
 
+from tandem.compose import build_method
 from tandem.eval.runner import protocol_health
-from tandem.methods import build_method
 from tandem.methods.answers import ANSWER_MARKER
 from tandem.methods.cooprag import CoopRAG
 from tandem.methods.cooprag.settings import CoopRAGSettings

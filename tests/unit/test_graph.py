@@ -196,7 +196,8 @@ def test_every_method_can_search_through_the_graph(tmp_path):
 def test_methods_that_prefer_the_dense_part_keep_an_explicit_graph_retriever(tmp_path):
     """DualRAG's keyword search and CoopRAG's first stage replace the index's own kind by its dense part
     (the papers' setting), but keep a retriever chosen otherwise: --retriever graph is what they search."""
-    from tandem.methods import Search, build_method
+    from tandem.compose import build_method
+    from tandem.methods import Search
     from tandem.testing.encoders import HashingEncoder
     from tandem.testing.fake_llm import FakeLLM
 

@@ -1,26 +1,27 @@
-"""The graph retriever's learned ranker: features, training, the model file, and its use in search."""
+"""The graph retriever's learned ranker: features, training (benchmarks/ranker_training.py), the model file,
+and its use in search."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from tests.conftest import benchmark_script
 from tests.unit.test_graph import BRIDGE_DOCS, FixedFirstStage
 
 from tandem.errors import ConfigError
 from tandem.index import build_index, open_index
 from tandem.index.graph import GraphExtra
-from tandem.retrieve.graph import DEFAULT_GRAPH_RETRIEVAL, GraphRetriever
+from tandem.retrieve.graph import GraphRetriever, GraphSettings
 from tandem.retrieve.ranker import (
     FEATURES,
     HEADER,
     SHIPPED,
     LearnedRanker,
     candidate_rows,
-    save_ranker,
-    train_ranker,
-    training_groups,
 )
 from tandem.types import Document, Hit, Question
+
+training = benchmark_script("ranker_training")  # research code: the package only loads the models
 
 QUERY = "What position did the woman who played Corliss Archer hold?"
 
@@ -54,22 +55,38 @@ def test_a_trained_ranker_learns_the_bridge_and_round_trips(bridge_index, tmp_pa
     g = GraphRetriever(bridge_index, FixedFirstStage(), ranker="none", **off)
     assert [h.doc_id for h in g.search(QUERY, 8)][-1] == "bridge"
     questions = [Question(f"q{i}", f"{QUERY} {i}", ("x",), gold_doc_ids=("q1", "bridge")) for i in range(40)]
-    groups = training_groups(g, questions, 30)
+    groups = training.training_groups(g, questions, 30)
     assert all(y.sum() == 2 for _, y in groups)
-    model = train_ranker(groups, rounds=20, bag=2)
+    model = training.train_ranker(groups, rounds=20, bag=2)
     assert len(model.boosters) == 2
-    save_ranker(model, tmp_path / "model.txt")
+    training.save_ranker(model, tmp_path / "model.txt")
     assert (tmp_path / "model.txt").read_text().startswith(HEADER)
     g.ranker = LearnedRanker.load(tmp_path / "model.txt", 30)
     assert len(g.ranker.model.boosters) == 2  # both bagged models read back
     hits = g.search(QUERY, 3)
     assert {h.doc_id for h in hits[:2]} == {"q1", "bridge"} and [h.rank for h in hits] == [1, 2, 3]
     with pytest.raises(ConfigError, match="no training question has a gold passage"):
-        train_ranker([(np.zeros((3, len(FEATURES)), np.float32), np.zeros(3, np.float32))])
+        training.train_ranker([(np.zeros((3, len(FEATURES)), np.float32), np.zeros(3, np.float32))])
+
+
+def test_the_shipped_model_ships_with_its_provenance():
+    """graph_ranker.PROVENANCE.md beside the model says how it was trained (the command) and on what data, for
+    this very file (its SHA-256: a retrained model needs its record updated), and both are package data."""
+    import hashlib
+    import tomllib
+    from pathlib import Path
+
+    provenance = SHIPPED.with_name("graph_ranker.PROVENANCE.md")
+    text = provenance.read_text(encoding="utf-8")
+    assert hashlib.sha256(SHIPPED.read_bytes()).hexdigest() in text
+    assert "python benchmarks/graph_retrieval.py cv --save-ranker src/tandem/retrieve/graph_ranker.txt" in text
+    assert all(data in text for data in ("hotpotqa/dev500.jsonl", "musique/hipporag_100.json", "fixtures/"))
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
+    assert {SHIPPED.name, provenance.name} <= set(pyproject["tool"]["setuptools"]["package-data"]["tandem.retrieve"])
 
 
 def test_ranker_settings_and_bad_model_files(bridge_index, tmp_path):
-    assert SHIPPED.is_file() and DEFAULT_GRAPH_RETRIEVAL["ranker"] == "learned-v2"
+    assert SHIPPED.is_file() and GraphSettings().ranker == "learned-v2"
     shipped = GraphRetriever(bridge_index, FixedFirstStage())  # the defaults load the shipped model
     assert shipped.ranker is not None and len(shipped.search(QUERY, 5)) == 5
     bad = tmp_path / "bad.txt"
@@ -90,14 +107,15 @@ def test_ranker_settings_and_bad_model_files(bridge_index, tmp_path):
         GraphRetriever(bridge_index, FixedFirstStage(), ranker=str(binary))
     narrow = tmp_path / "narrow.txt"  # a model over fewer features than this tandem computes (an older ranker's)
     x = np.random.default_rng(0).random((40, 3)).astype(np.float32)
-    save_ranker(train_ranker([(x[i:i + 4], np.array([1, 0, 0, 0], np.float32)) for i in range(0, 40, 4)],
-                             rounds=2, bag=1), narrow)
+    training.save_ranker(training.train_ranker([(x[i:i + 4], np.array([1, 0, 0, 0], np.float32))
+                                                for i in range(0, 40, 4)], rounds=2, bag=1), narrow)
     with pytest.raises(ConfigError, match=rf"narrow.txt: the graph ranker's models read \[3\] features; this tandem "
                                           rf"computes {len(FEATURES)}"):
         GraphRetriever(bridge_index, FixedFirstStage(), ranker=str(narrow))
-    with pytest.raises(ConfigError, match="entity_hits must be >= 0"):
+    with pytest.raises(ConfigError, match=r"graph retriever settings: setting 'entity_hits': Input should be "
+                                          r"greater than or equal to 0 \(got -1\)"):
         GraphRetriever(bridge_index, FixedFirstStage(), entity_hits=-1)
-    with pytest.raises(ConfigError, match="rerank_depth must be >= 1"):
+    with pytest.raises(ConfigError, match=r"setting 'rerank_depth': Input should be greater than or equal to 1"):
         GraphRetriever(bridge_index, FixedFirstStage(), rerank_depth=0)
 
 

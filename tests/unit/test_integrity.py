@@ -122,7 +122,7 @@ def test_index_verify_on_the_command_line(built, tmp_path):
 
 
 def test_damaged_r2former_and_trainer_checkpoints_are_named(tmp_path):
-    from tandem.train.r2former import R2Former, R2FormerConfig, load_r2former, load_trainer_state, save_checkpoint
+    from tandem.methods.r2ag.former import R2Former, R2FormerConfig, load_r2former, load_trainer_state, save_checkpoint
 
     model = R2Former(R2FormerConfig(llm_hidden=8, d_model=16, heads=2, ff=32, max_k=4))
     folder = save_checkpoint(tmp_path / "ckpt", model, trainer={"step": 3})
@@ -255,7 +255,7 @@ def test_a_full_disk_in_eval_qa_exits_1_keeps_the_answers_and_resumes(tmp_path, 
 
 
 def test_a_full_disk_while_saving_a_checkpoint_keeps_the_previous_one(tmp_path, monkeypatch):
-    from tandem.train import r2former as R
+    from tandem.methods.r2ag import former as R
 
     model = R.R2Former(R.R2FormerConfig(llm_hidden=8, d_model=16, heads=2, ff=32, max_k=4))
     folder = R.save_checkpoint(tmp_path / "ckpt", model, trainer={"step": 1})

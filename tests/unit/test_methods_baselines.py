@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from tandem.compose import build_method
 from tandem.errors import ConfigError
-from tandem.methods import build_method
 from tandem.methods.answers import ANSWER_MARKER, extract_answer, first_sentence
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Question

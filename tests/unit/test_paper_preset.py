@@ -9,7 +9,7 @@ import re
 import pytest
 from tests.conftest import benchmark_script
 
-from tandem.compose import build_method, identity_rerank
+from tandem.compose import build_method
 from tandem.config import RunConfig
 from tandem.errors import ConfigError
 from tandem.eval.judge import (
@@ -25,6 +25,7 @@ from tandem.eval.judge import (
 from tandem.eval.runner import run_qa
 from tandem.index import build_index, open_index
 from tandem.methods import Search
+from tandem.methods.parts import identity_rerank
 from tandem.methods.presets import preset
 from tandem.methods.settings import RerankSettings
 from tandem.rerank import BiEncoderReranker

@@ -14,20 +14,17 @@ import numpy as np
 import pytest
 import torch
 
+from tandem.compose import build_method
 from tandem.errors import ConfigError
 from tandem.index.store import DocStore
 from tandem.llm.hf import HFLLM
 from tandem.llm.openai_compat import OpenAILLM, encode_prompt_embeds
 from tandem.llm.types import LLMRequest
-from tandem.methods import Search, build_method
+from tandem.methods import Search
 from tandem.methods.r2ag import prompts as P
+from tandem.methods.r2ag import train as tr
 from tandem.methods.r2ag.algorithm import R2AG, embedding_backend, inject
-from tandem.methods.r2ag.settings import R2AGSettings
-from tandem.registry import METHODS
-from tandem.testing.encoders import HashingEncoder
-from tandem.testing.fake_llm import FakeLLM
-from tandem.train import r2ag as tr
-from tandem.train.r2former import (
+from tandem.methods.r2ag.former import (
     R2Former,
     R2FormerConfig,
     list_features,
@@ -38,6 +35,10 @@ from tandem.train.r2former import (
     relevance_loss,
     save_checkpoint,
 )
+from tandem.methods.r2ag.settings import R2AGSettings
+from tandem.registry import METHODS
+from tandem.testing.encoders import HashingEncoder
+from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Document, Hit, Question
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from tests.conftest import shared, sigint_default
 
+from tandem.compose import build_method
 from tandem.corpus import load_corpus
 from tandem.errors import ConfigError, DataError, LLMError, RunError
 from tandem.eval.retrieval import check_gold_coverage
@@ -27,7 +28,6 @@ from tandem.index.store import DocStore
 from tandem.io import ReadStats
 from tandem.llm.openai_compat import OpenAILLM
 from tandem.llm.types import CHARS_PER_TOKEN, LLMRequest
-from tandem.methods import build_method
 from tandem.outdir import MARKER, folder_lock
 from tandem.testing.fake_llm import FakeLLM
 from tandem.testing.fake_server import FakeOpenAIServer, Fault
@@ -289,7 +289,7 @@ class _Payload:
 
 
 def test_a_pickle_payload_in_trainer_state_is_refused(tmp_path):
-    from tandem.train.r2former import TRAINER_FILE, load_trainer_state
+    from tandem.methods.r2ag.former import TRAINER_FILE, load_trainer_state
 
     pwned = tmp_path / "pwned"
     (tmp_path / TRAINER_FILE).write_bytes(pickle.dumps({"step": 1, "x": _Payload(str(pwned))}))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tandem.compose import build_reranker
 from tandem.index import build_index, open_index
 from tandem.index.store import DocStore
+from tandem.methods.parts import build_reranker
 from tandem.methods.settings import RerankSettings
 from tandem.rerank import BiEncoderReranker, CrossEncoderReranker, Reranker, ranked
 from tandem.rerank.base import Reranked

@@ -12,10 +12,10 @@ import time
 
 import pytest
 
+from tandem.compose import build_method
 from tandem.errors import ConfigError
 from tandem.eval.runner import PREDICTIONS, load_done, run_qa
 from tandem.llm import OpenAILLM
-from tandem.methods import build_method
 from tandem.testing.fake_llm import FakeLLM
 from tandem.testing.fake_server import FakeOpenAIServer, Fault
 from tandem.types import Question
@@ -87,7 +87,7 @@ def test_sigkill_mid_run_then_resume_runs_every_question_once(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
         from tandem.eval.runner import run_qa
-        from tandem.methods import build_method
+        from tandem.compose import build_method
         from tandem.testing.fake_llm import FakeLLM
         from tandem.types import Question
         qs = [Question(f"q{{i}}", f"What is item {{i}}?", (f"item{{i}}",)) for i in range(40)]

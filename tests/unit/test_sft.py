@@ -13,7 +13,7 @@ from tandem.errors import DataError
 from tandem.llm import load_llm
 from tandem.llm.hf import HFLLM
 from tandem.llm.types import LLMRequest, Message
-from tandem.train.sft import (
+from tandem.methods.dualrag.finetune import (
     SFTSettings,
     encode_example,
     read_sft_data,

@@ -13,9 +13,9 @@ from tandem.eval.runner import run_qa
 from tandem.index import build_index, open_index
 from tandem.methods import Search
 from tandem.methods.dualrag import DualRAG, DualRAGSettings
+from tandem.methods.dualrag.sft_export import export_sft, is_correct
 from tandem.retrieve import open_retriever
 from tandem.testing.fake_llm import FakeLLM
-from tandem.train import export_sft, is_correct
 from tandem.types import Question
 
 ROLE_FILES = ("reasoner", "entity_identifier", "summarizer", "answer")

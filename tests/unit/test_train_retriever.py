@@ -10,7 +10,7 @@ import torch
 
 from tandem.index.store import DocStore
 from tandem.methods.cooprag.prompts import Unrolled
-from tandem.train.retriever import (
+from tandem.methods.cooprag.train_retriever import (
     difficulty_weight,
     epoch_instances,
     infonce_loss,

@@ -14,9 +14,7 @@ from tandem.errors import ConfigError
 from tandem.index.layers import LayerEncoder
 from tandem.index.store import DocStore
 from tandem.methods.cooprag.prompts import Unrolled
-from tandem.models import resolve_model
-from tandem.rerank.rala import RaLaReranker
-from tandem.train.retriever import (
+from tandem.methods.cooprag.train_retriever import (
     TrainConfig,
     alpha_summary,
     difficulty_weight,
@@ -24,6 +22,8 @@ from tandem.train.retriever import (
     train_retriever,
     training_questions,
 )
+from tandem.models import resolve_model
+from tandem.rerank.rala import RaLaReranker
 from tandem.train.scores import CosineScore, RaLaScore, make_score
 from tandem.types import Question
 

@@ -17,7 +17,6 @@ from tandem.cli.exports import register as register_exports
 from tandem.cli.federate import federate_app
 from tandem.cli.llm import llm_app
 from tandem.cli.mcp import register as register_mcp
-from tandem.cli.r2ag import register as register_r2ag
 from tandem.cli.serve import register as register_serve
 from tandem.errors import TandemError
 from tandem.secrets import redact
@@ -38,7 +37,6 @@ app.add_typer(train.export_app, name="export")
 app.add_typer(train.train_app, name="train")
 app.add_typer(federate_app, name="federate")
 app.add_typer(llm_app, name="llm")
-register_r2ag(train.train_app)
 register_exports(train.export_app)
 register_serve(app)
 register_mcp(app)

@@ -25,14 +25,14 @@ from tandem.cli.common import (
 def ask(
     question: Annotated[str, typer.Argument(help="The question.")],
     config_file: Annotated[Optional[Path], typer.Option("--config", help=CONFIG_HELP)] = None,
-    method: Annotated[Optional[str], typer.Option(help="Method name (default: ircot).")] = None,
+    method: Annotated[Optional[str], typer.Option(help="Method name (default: the registry's, tandem methods).")] = None,
     index_dir: Annotated[Optional[Path], typer.Option("--index", help="Index folder.")] = None,
     retriever: Annotated[Optional[str], typer.Option(help=RETRIEVER_HELP)] = None,
     retriever_opt: Annotated[list[str], typer.Option("--retriever-opt", help=RETRIEVER_OPT_HELP)] = [],  # noqa: B006
     llm: Annotated[Optional[str], typer.Option(help="LLM spec: local | hf:PATH | openai:MODEL@URL (default: local)")] = None,
     settings: Annotated[list[str], typer.Option("--set", help="Method setting KEY=VALUE (tandem methods NAME).")] = [],  # noqa: B006
     as_json: Annotated[bool, typer.Option("--json", help="Print the answer and trace as JSON.")] = False,
-    r2former: Annotated[Optional[Path], typer.Option(help="R²-Former checkpoint for --method r2ag.")] = None,
+    r2former: Annotated[Optional[Path], typer.Option(help="Shorthand for --set r2former=PATH (an R²-Former checkpoint folder).")] = None,
     llm_opt: Annotated[list[str], typer.Option("--llm-opt", help=LLM_OPT_HELP)] = [],  # noqa: B006
     expect: Annotated[Optional[str], typer.Option(help="The expected answer: printed beside the answer with whether the answer contains it (normalised).")] = None,
 ) -> None:

@@ -234,9 +234,9 @@ def run_config(config_file: Path | None, *, llm: str | None = None, llm_opt: lis
                          **({"fusion": fusion} if fusion else {}),
                          "settings": {**(base_retriever.get("settings") or {}), **parse_settings(list(retriever_opt))}}
     if data["retriever"].get("kind") == "graph":  # recorded resolved, so a run re-runs after the defaults move
-        from tandem.retrieve.graph import DEFAULT_GRAPH_RETRIEVAL
+        from tandem.retrieve.graph import GraphStageSettings  # the graph stage's; the first stage's stay as given
 
-        data["retriever"]["settings"] = {**DEFAULT_GRAPH_RETRIEVAL, **data["retriever"]["settings"]}
+        data["retriever"]["settings"] = {**GraphStageSettings().to_dict(), **data["retriever"]["settings"]}
     if not data.get("method"):
         raise typer.BadParameter("give --method NAME (or method: in --config)")
     where = str(config_file) if config_file else "command line"

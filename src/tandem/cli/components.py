@@ -20,12 +20,13 @@ FLAG = {"methods": "--set", "retrievers": "--retriever-opt", "stores": "--store-
 
 def show(registry: Registry[Any], name: str | None, as_json: bool, flag: str, word: str | None = None) -> None:
     """The registered names (one a line, or a JSON list), or component ``name``'s settings as a table or JSON;
-    ``word`` is the listing command (``tandem WORD NAME``)."""
+    ``word`` is the listing command (``tandem WORD NAME``; by default the registry's word in
+    :data:`tandem.registry.ALL`, which :func:`register` makes a command)."""
     if name is None:
         if as_json:
             print_json(registry.names())
             return
-        word = word or registry.plural.replace(" ", "-")
+        word = word or command_word(registry)
         table = Table(title=f"{registry.plural} (tandem {word} NAME: its settings)")
         for col in ("name", "needs", "what"):
             table.add_column(col, overflow="fold")
@@ -35,8 +36,6 @@ def show(registry: Registry[Any], name: str | None, as_json: bool, flag: str, wo
         return
     entry = registry.get(name)
     settings = entry.describe()
-    if "takes" in entry.options:  # LLM backends: constructor options, no settings model
-        settings = {k: {"type": "", "default": None, "doc": "backend option"} for k in entry.options["takes"]}
     if as_json:
         print_json({registry.kind.replace(" ", "_").lower(): name, "doc": entry.doc, "needs": list(entry.needs),
                     "settings": settings})
@@ -47,6 +46,14 @@ def show(registry: Registry[Any], name: str | None, as_json: bool, flag: str, wo
     for key, info in settings.items():
         table.add_row(key, escape(str(info["type"])), escape(json.dumps(info["default"])), escape(info["doc"]))
     out.print(table)
+
+
+def command_word(registry: Registry[Any]) -> str:
+    """The listing command of ``registry`` (``llms`` for the LLM backends): its key in :data:`tandem.registry.ALL`."""
+    for word, known in ALL.items():
+        if known is registry:
+            return word
+    return registry.plural.replace(" ", "-")
 
 
 def _command(word: str, registry: Registry[Any]) -> Any:

@@ -103,7 +103,7 @@ def eval_qa(
     cache: Annotated[Optional[bool], typer.Option("--cache/--no-cache", help="SQLite response cache in the run folder (default on).")] = None,
     retry_errors: Annotated[bool, typer.Option(help="On resume, run failed questions again.")] = False,
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the dataset format.")] = None,
-    r2former: Annotated[Optional[Path], typer.Option(help="R²-Former checkpoint for --method r2ag (= --set r2former=PATH).")] = None,
+    r2former: Annotated[Optional[Path], typer.Option(help="Shorthand for --set r2former=PATH (an R²-Former checkpoint folder).")] = None,
     llm_opt: Annotated[list[str], typer.Option("--llm-opt", help=LLM_OPT_HELP)] = [],  # noqa: B006
     skip_bad: Annotated[bool, typer.Option(help="Skip malformed records (counted) instead of stopping.")] = False,
     max_failures: Annotated[int, typer.Option(help="Stop after this many questions in a row cannot reach the LLM server (0 = never).")] = 3,

@@ -2,8 +2,10 @@
 model's fields flattened beside them), typed, with the field's description and default as help;
 ``--config FILE`` (YAML or JSON) under them and ``--json`` for the result. Unknown keys in the file and bad
 values stop with exit 2 naming the key and the valid ones, as for every other settings model (the one
-typed layer between the command line and the library). A field's ``json_schema_extra={"cli": [...]}``
-gives its flags other names (kept from before the options were generated)."""
+typed layer between the command line and the library). A field's ``json_schema_extra`` may say more:
+``{"cli": [...]}`` gives its flags other names (kept from before the options were generated);
+``{"cli": ["--on/--off"], "cli_values": [ON, OFF]}`` makes a two-valued field a switch whose sides set ``ON`` and
+``OFF``; ``{"cli_argument": True}`` makes it a positional argument instead of an option."""
 
 import inspect
 import types
@@ -52,24 +54,32 @@ def _fields(model: type[Settings], exclude: set[str]) -> list[tuple[str | None, 
     return out
 
 
+def _extra(info: FieldInfo) -> dict[str, Any]:
+    return info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+
+
 def _option(name: str, info: FieldInfo) -> Any:
-    kind = _cli_type(info.annotation)
-    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-    flags = list(extra.get("cli") or ["--" + name.replace("_", "-")])
+    extra = _extra(info)
+    kind = bool if extra.get("cli_values") else _cli_type(info.annotation)
     default = "required" if info.is_required() else f"default: {info.get_default(call_default_factory=True)}"
-    if kind is bool:
+    text = f"{info.description or ''} ({default})"
+    if extra.get("cli_argument"):
+        return Annotated[Optional[kind], typer.Argument(help=text, metavar=name.upper(), show_default=False)]
+    flags = list(extra.get("cli") or ["--" + name.replace("_", "-")])
+    if kind is bool and "/" not in flags[0]:
         flags = [f"{flags[0]}/--no-{flags[0][2:]}"]
-    return Annotated[Optional[kind], typer.Option(*flags, help=f"{info.description or ''} ({default})")]
+    return Annotated[Optional[kind], typer.Option(*flags, help=text)]
 
 
 def options_command(model: type[Settings], run: Callable[..., None], *, name: str, doc: str,
-                    extra: tuple[inspect.Parameter, ...] = (), exclude: tuple[str, ...] = ()) -> Callable[..., None]:
-    """A typer command taking ``--out DIR``, ``--config FILE``, ``--json``, ``extra`` parameters and one option per
-    field of ``model``; it validates the layers (file, then the options given) into ``model`` and calls
-    ``run(spec, out, as_json, **extras)``."""
+                    extra: tuple[inspect.Parameter, ...] = (), exclude: tuple[str, ...] = (),
+                    out_help: str = "Folder to write.") -> Callable[..., None]:
+    """A typer command taking ``--out DIR`` (``out_help``), ``--config FILE``, ``--json``, ``extra`` parameters and
+    one option per field of ``model``; it validates the layers (file, then the options given) into ``model`` and
+    calls ``run(spec, out, as_json, **extras)``."""
     kw = inspect.Parameter.KEYWORD_ONLY
     params = [
-        inspect.Parameter("out", kw, annotation=Annotated[Path, typer.Option("--out", help="Folder to write.")]),
+        inspect.Parameter("out", kw, annotation=Annotated[Path, typer.Option("--out", help=out_help)]),
         inspect.Parameter("config", kw, default=None, annotation=Annotated[Optional[Path], typer.Option(
             "--config", help="Settings as YAML or JSON; the options below go on top.")]),
         inspect.Parameter("as_json", kw, default=False, annotation=Annotated[bool, typer.Option(
@@ -79,6 +89,7 @@ def options_command(model: type[Settings], run: Callable[..., None], *, name: st
     fields = _fields(model, set(exclude))
     params += [inspect.Parameter(field, kw, default=None, annotation=_option(field, info)) for _, field, info in fields]
     owners = {field: owner for owner, field, _ in fields}
+    switches = {field: _extra(info)["cli_values"] for _, field, info in fields if _extra(info).get("cli_values")}
     extras = [p.name for p in extra]
 
     def command(**given: Any) -> None:
@@ -88,6 +99,8 @@ def options_command(model: type[Settings], run: Callable[..., None], *, name: st
         for field, value in given.items():
             if value is None or value == []:
                 continue
+            if field in switches:
+                value = switches[field][0] if value else switches[field][1]
             owner = owners[field]
             if owner is None:
                 data[field] = value

@@ -4,7 +4,7 @@ method as a ``Runnable`` answering with its sources. Extra ``langchain`` (``lang
 
     retriever = TandemRetriever(source="indexes/dev500", retriever="graph", k=5)
     docs = retriever.invoke("Who portrayed Corliss Archer in Kiss and Tell?")
-    chain = method_runnable("indexes/dev500", "dualrag") | (lambda r: r["answer"])
+    chain = method_runnable("indexes/dev500") | (lambda r: r["answer"])  # the default method; or name one
 """
 
 from __future__ import annotations

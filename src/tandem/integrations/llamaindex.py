@@ -5,7 +5,7 @@ its cited passages as source nodes. Extra ``llamaindex`` (``llama-index-core``).
 
     retriever = TandemRetriever("indexes/dev500", retriever="graph", k=5)
     nodes = retriever.retrieve("Who portrayed Corliss Archer in Kiss and Tell?")
-    response = TandemQueryEngine("indexes/dev500", "dualrag").query("...")
+    response = TandemQueryEngine("indexes/dev500").query("...")  # the default method; or name one
 """
 
 from __future__ import annotations

@@ -3,12 +3,15 @@
 Two kinds of keys:
 
 - backend options, passed to the backend's constructor (``json_mode``, ``timeout``, ``max_retries``,
-  ``max_concurrency``, ...; each backend's entry in :data:`tandem.registry.LLMS` lists what it ``takes``);
+  ``max_concurrency``, ...): the options its settings model declares (:mod:`tandem.llm.settings`,
+  ``tandem llms NAME``), less those only Python callers and config files may set (FakeLLM's scripts, an API
+  key, ...); ``load_llm`` checks their types;
 - generation options that belong to the method's calls: ``temperature`` and ``max_tokens`` -
   ``max_tokens=N`` for single-role methods, ``max_tokens.ROLE=N`` for methods with roles (DualRAG's
   reasoner / entity_identifier / summarizer / answer, CoopRAG's unroll / complete / answer, ...).
 
-Values are read as JSON where they parse (``30``, ``true``), else kept as strings.
+Values are read as JSON where they parse (``30``, ``true``, ``{"top_p": 1}``), else kept as strings, so they
+have the types the settings models declare (which coerce nothing: ``"true"`` quoted stays a string).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import Any
 
 from tandem.errors import ConfigError
 from tandem.llm.registry import parse_spec
+from tandem.llm.settings import llm_opt_keys
 from tandem.registry import LLMS
 
 GENERATION_OPTIONS = ("temperature", "max_tokens")
@@ -59,7 +63,7 @@ def split_llm_options(spec: str, options: Mapping[str, Any], method: str | None 
     Unknown keys raise ConfigError naming every valid key.
     """
     backend, _ = parse_spec(spec)
-    allowed = LLMS.get(backend).options["takes"]
+    allowed = llm_opt_keys(LLMS.get(backend).settings)
     backend_opts: dict[str, Any] = {}
     settings: dict[str, Any] = {}
     for key, value in options.items():

@@ -12,34 +12,34 @@ Specs:
 - ``fake`` or ``fake:TEXT`` - :class:`tandem.llm.fake.FakeLLM` answering ``TEXT`` to everything
   (options ``responses=``/``rules=`` script it).
 
-Options are passed to the backend's constructor; ``cache=PATH`` wraps the result in
-:class:`tandem.llm.cache.CachedLLM`.
+Each backend declares its options in a settings model (:mod:`tandem.llm.settings`: type, default, meaning;
+``tandem llms NAME`` lists them). ``load_llm`` checks the options against it and passes the backend's
+constructor only those given, so the constructor's defaults apply to the rest; ``cache=PATH`` (not a backend
+option) wraps the result in :class:`tandem.llm.cache.CachedLLM`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from tandem.errors import ConfigError
+from tandem.llm.settings import FakeSettings, HFSettings, LlamaCppSettings, LocalSettings, OpenAISettings, check_options
 from tandem.llm.types import LLM
 from tandem.registry import LLMS
 
-_IN_PROCESS = ("json_mode", "num_threads", "dtype")
 
-
-@LLMS.register("local", doc="the ladder's default model (Qwen2.5-Coder-1.5B), local:NAME of the model ladder (tandem llm get NAME), or "
-                            "local:GGUF_PATH; in-process",
-               takes=(*_IN_PROCESS, "engine", "weights", "max_batch", "kv_cache_gb", "step_tokens", "kv_cache",
-                      "dynamic_quantization", "relax_strings", "engine_process", "answer_style"))
+@LLMS.register("local", settings=LocalSettings,
+               doc="the ladder's default model (Qwen2.5-Coder-1.5B), local:NAME of the model ladder (tandem llm get NAME), or "
+                   "local:GGUF_PATH; in-process")
 def _load_local(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     from tandem.llm.local import load_local
 
     return load_local(arg or None, spec=spec, **opts)
 
 
-@LLMS.register("hf", doc="any transformers causal LM folder (or a cached hub name), in-process",
-               takes=(*_IN_PROCESS, "trust_remote_code"))
+@LLMS.register("hf", settings=HFSettings, doc="any transformers causal LM folder (or a cached hub name), in-process")
 def _load_hf(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     if not arg:
         raise ConfigError("hf backend needs a model: hf:PATH_OR_NAME")
@@ -48,10 +48,7 @@ def _load_hf(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     return HFLLM(arg, spec=spec, **opts)
 
 
-@LLMS.register("openai", doc="an OpenAI-compatible server: openai:MODEL@BASE_URL",
-               takes=("json_mode", "timeout", "connect_timeout", "max_retries", "connect_retries",
-                      "timeout_retries", "backoff_base", "backoff_max", "max_concurrency", "api_key_env",
-                      "extra_body", "context_window"))
+@LLMS.register("openai", settings=OpenAISettings, doc="an OpenAI-compatible server: openai:MODEL@BASE_URL")
 def _load_openai(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     from tandem.llm.openai_compat import OpenAILLM
 
@@ -61,16 +58,15 @@ def _load_openai(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     return OpenAILLM(model, base_url or opts.pop("base_url", None), spec=spec, **opts)
 
 
-@LLMS.register("llamacpp", doc="a GGUF through llama-cpp-python (extra llamacpp)",
-               takes=("json_mode", "n_ctx", "n_threads", "use_extra_bufts"))
+@LLMS.register("llamacpp", settings=LlamaCppSettings, doc="a GGUF through llama-cpp-python (extra llamacpp)")
 def _load_llamacpp(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     from tandem.llm.llamacpp import LlamaCppLLM
 
     return LlamaCppLLM(arg or "smollm2", spec=spec, **opts)
 
 
-@LLMS.register("fake", doc="the scripted fake LLM answering TEXT (fake:TEXT), for tests and demos",
-               takes=("constrains_json", "context_window"))
+@LLMS.register("fake", settings=FakeSettings,
+               doc="the scripted fake LLM answering TEXT (fake:TEXT), for tests and demos")
 def _load_fake(arg: str, spec: str, opts: dict[str, Any]) -> LLM:
     from tandem.llm.fake import FakeLLM
 
@@ -108,13 +104,24 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return backend, arg
 
 
+def backend_options(spec: str, options: Mapping[str, Any], where: str = "") -> dict[str, Any]:
+    """``options`` for the backend ``spec`` names, checked against its settings model: only the keys given, with
+    their validated values; a ConfigError names a bad key (an unknown one with every valid one)."""
+    backend, _ = parse_spec(spec)
+    return check_options(LLMS.get(backend).settings, backend, options, where)
+
+
 def load_llm(spec: str, *, cache: str | Path | None = None, **opts: Any) -> LLM:
-    """Build the LLM a spec names (see module doc); ``cache=PATH`` adds the SQLite response cache."""
+    """Build the LLM a spec names (see module doc); ``cache=PATH`` adds the SQLite response cache. Options the
+    backend's settings model does not declare, or of the wrong type, are a ConfigError naming the key (an
+    unknown one with every valid one)."""
     backend, arg = parse_spec(spec)
+    entry = LLMS.get(backend)
+    given = backend_options(spec, opts)
     try:
-        llm = LLMS.get(backend).build(arg, spec.strip(), dict(opts))
-    except TypeError as exc:
-        valid = sorted(LLMS.get(backend).options["takes"])
+        llm = entry.build(arg, spec.strip(), given)
+    except TypeError as exc:  # a backend's constructor refusing what its settings model lets through
+        valid = sorted(entry.settings.model_fields)
         raise ConfigError(f"bad option for the {backend!r} LLM backend ({exc}); valid options: {valid}") from exc
     if cache is not None:
         from tandem.llm.cache import CachedLLM

@@ -265,7 +265,7 @@ def compact_json_examples(text: str) -> str:
     """``text`` (a prompt's fixed part: instructions, format, examples) with its JSON written without spaces
     after ``:`` and ``,``, the way schema-constrained decoding makes the reply
     (:data:`tandem.llm.structured.GRAMMAR_OPTIONS`). A prompt that shows ``{"notes": "..."}`` to a decoder that
-    forbids the space made Qwen2.5-Coder-1.5B reply ``{"notes":"}"}`` (docs/methods/dualrag.md)."""
+    forbids the space made Qwen2.5-Coder-1.5B reply ``{"notes":"}"}`` (docs/llm.md, structured output)."""
     return _ITEM_SEP.sub(r"\1,", _KEY_SEP.sub('":', text))
 
 

@@ -10,7 +10,7 @@ whatever a config file or the command line sets.
   every method except Direct, NativeRAG and Oracle, as the authors' evaluation does (methods.md §3.7).
   The paper reranks dense candidates with bge-reranker-v2-m3, which cannot be downloaded here; a
   bi-encoder with the index's own encoder over a dense first stage would reorder nothing
-  (:func:`tandem.compose.identity_rerank`), so the baselines' first stage is the index's BM25 part and
+  (:func:`tandem.methods.parts.identity_rerank`), so the baselines' first stage is the index's BM25 part and
   the MiniLM bi-encoder reranks it (a reranker that sees what the first stage did not). DualRAG keeps
   its dense keyword search: its reranker scores the union of the keywords' hits against the entity's
   name, another query than the first stage's, so the bi-encoder there reorders.

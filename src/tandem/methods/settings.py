@@ -29,7 +29,7 @@ def temperature_setting() -> float:
 
 
 class RerankSettings(Settings):
-    """The reranker a method's retrieved list goes through (built by :func:`tandem.compose.build_reranker`)."""
+    """The reranker a method's retrieved list goes through (built by :func:`tandem.methods.parts.build_reranker`)."""
 
     reranker: Reranker = reranker_setting("none", "reranker_model; none: retrieval order")
     reranker_model: str | None = Field(None, description="the cross-encoder (local folder or hub name, e.g. "

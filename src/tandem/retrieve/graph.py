@@ -42,9 +42,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import numpy as np
+from pydantic import Field
 from scipy import sparse
 
 from tandem.errors import ConfigError
@@ -54,33 +55,59 @@ from tandem.retrieve.base import Retriever
 from tandem.retrieve.dense import DenseRetriever
 from tandem.retrieve.hybrid import rrf_scores
 from tandem.retrieve.ranker import SHIPPED_NAME, BridgeFeatures, LearnedRanker
+from tandem.settings import Settings
 from tandem.types import Hit
 
-SEED_WEIGHTINGS = ("score", "rank")
-GRAPH_SCORES = ("propagated", "ppr")
-DEFAULT_GRAPH_RETRIEVAL: dict[str, Any] = {  # chosen by 5-fold cross-validation (docs/retrieval.md)
-    "seeds": 3,
-    "damping": 0.5,
-    "iterations": 20,
-    "seed_weighting": "rank",
-    "graph_score": "ppr",
-    "reverse_weight": 0.0,
-    "entity_weight": 0.0,
-    "fusion_weight": 0.5,
-    "link_seeds": 1.0,
-    "link_boost": 0.2,
-    "depth": 50,
-    "two_hop": False,
-    "hop_passages": 3,
-    "hop_weight": 1.0,
-    "expand_hits": 3,
-    "expand_weight": 0.35,
-    "hub_damping": 0.5,
-    "expand_reverse": 0.0,
-    "ranker": SHIPPED_NAME,  # "learned-v2": the shipped model and its version, recorded in each run's config
-    "rerank_depth": 30,
-    "entity_hits": 3,  # the ranker's candidates also hold the passages sharing an entity with the top 3 fused
-}
+
+class GraphStageSettings(Settings):
+    """What :class:`GraphRetriever` itself reads (the first stage comes built); the defaults were chosen by
+    5-fold cross-validation (docs/retrieval.md)."""
+
+    at_most: ClassVar[tuple[tuple[str, str], ...]] = (("seeds", "depth"),)
+
+    seeds: int = Field(3, ge=1, description="top first-stage passages that seed the PageRank")
+    damping: float = Field(0.5, ge=0.0, lt=1.0, description="PageRank damping d")
+    iterations: int = Field(20, ge=0, le=1000, description="PageRank steps")
+    seed_weighting: Literal["score", "rank"] = Field("rank", description="seed mass by min-max score or by 1 / rank")
+    graph_score: Literal["ppr", "propagated"] = Field("ppr", description="ppr: the PageRank vector; propagated: only "
+                                                                         "mass that came over edges")
+    reverse_weight: float = Field(0.0, ge=0.0, description="weight of reversed mention edges")
+    entity_weight: float = Field(0.0, ge=0.0, description="weight of shared-entity edges")
+    fusion_weight: float = Field(0.5, ge=0.0, le=1.0, description="graph score's share of the final score")
+    link_seeds: float = Field(1.0, ge=0.0, description="seed mass for passages the question names")
+    link_boost: float = Field(0.2, ge=0.0, description="final-score bonus for passages the question names")
+    depth: int = Field(50, ge=1, le=10_000, description="first-stage depth")
+    two_hop: bool = Field(False, description="second-hop queries 'question + passage' (needs a dense part)")
+    hop_passages: int = Field(3, ge=1, description="passages that each give a second-hop query")
+    hop_weight: float = Field(1.0, ge=0.0, description="weight of the second-hop rankings in RRF")
+    expand_hits: int = Field(3, ge=0, description="top first-stage passages whose mentioned titles get the bridge "
+                                                  "bonus (0 = off)")
+    expand_weight: float = Field(0.35, ge=0.0, description="bridge bonus of a passage mentioned by the rank-r hit: "
+                                                           "expand_weight / r / outdeg^hub_damping")
+    hub_damping: float = Field(0.5, ge=0.0, description="how much a hit mentioning many titles spreads its vote "
+                                                        "thinner")
+    expand_reverse: float = Field(0.0, ge=0.0, description="share of the bonus for passages that mention a top "
+                                                           "hit's title")
+    ranker: str = Field(SHIPPED_NAME, description="learned re-ordering of the top rerank_depth: learned-v2 "
+                                                  "(shipped), learned, a model file's path, or none")
+    rerank_depth: int = Field(30, ge=1, description="passages the learned ranker re-orders")
+    entity_hits: int = Field(3, ge=0, description="the ranker also re-orders the passages sharing an entity with "
+                                                  "the top entity_hits fused (0 = off)")
+
+
+class FirstStageSettings(Settings):
+    """How the ``graph`` retriever picks and fuses its first stage (:func:`tandem.retrieve.open_retriever`)."""
+
+    first_stage: Literal["bm25", "dense", "hybrid"] | None = Field(None, description="the seeding retriever "
+                                                                                     "(default: the index's kind)")
+    fusion: Literal["rrf", "weighted"] = Field("rrf", description="a hybrid first stage's fusion")
+    weights: list[float] | None = Field(None, min_length=2, max_length=2, description="a hybrid first stage's "
+                                                                                     "[bm25, dense] weights")
+    rrf_c: float = Field(60.0, gt=0, description="a hybrid first stage's RRF c")
+
+
+class GraphSettings(GraphStageSettings, FirstStageSettings):  # fields: the first stage's, then the graph stage's
+    """Graph: a first stage, then personalized PageRank over the index's passage graph (docs/retrieval.md)."""
 
 
 def missing_graph_message(folder: object) -> str:
@@ -169,29 +196,9 @@ class GraphRetriever:
     name = "graph"
 
     def __init__(self, index: Index, first: Retriever, *, dense: Any = None, **settings: Any) -> None:
-        unknown = sorted(set(settings) - set(DEFAULT_GRAPH_RETRIEVAL))
-        if unknown:
-            raise ConfigError(f"unknown graph retriever settings {unknown}; valid: {sorted(DEFAULT_GRAPH_RETRIEVAL)}")
-        s = {**DEFAULT_GRAPH_RETRIEVAL, **settings}
-        if s["seed_weighting"] not in SEED_WEIGHTINGS:
-            raise ConfigError(f"unknown seed_weighting {s['seed_weighting']!r}; choose one of {sorted(SEED_WEIGHTINGS)}")
-        if s["graph_score"] not in GRAPH_SCORES:
-            raise ConfigError(f"unknown graph_score {s['graph_score']!r}; choose one of {sorted(GRAPH_SCORES)}")
-        if not 0.0 <= float(s["damping"]) < 1.0:
-            raise ConfigError(f"damping must be in [0, 1), got {s['damping']}")
-        if not 0.0 <= float(s["fusion_weight"]) <= 1.0:
-            raise ConfigError(f"fusion_weight must be in [0, 1], got {s['fusion_weight']}")
-        if float(s["link_seeds"]) < 0 or float(s["link_boost"]) < 0:
-            raise ConfigError(f"link_seeds and link_boost must be >= 0, got {s['link_seeds']}, {s['link_boost']}")
-        expansion = ("expand_hits", "expand_weight", "hub_damping", "expand_reverse")
-        if any(float(s[key]) < 0 for key in expansion):
-            raise ConfigError(f"{', '.join(expansion)} must be >= 0, got {[s[key] for key in expansion]}")
-        if int(s["rerank_depth"]) < 1:
-            raise ConfigError(f"rerank_depth must be >= 1, got {s['rerank_depth']}")
-        if int(s["entity_hits"]) < 0:
-            raise ConfigError(f"entity_hits must be >= 0, got {s['entity_hits']}")
-        if int(s["seeds"]) < 1 or int(s["iterations"]) < 0 or int(s["depth"]) < int(s["seeds"]):
-            raise ConfigError(f"need seeds >= 1, iterations >= 0 and depth >= seeds, got {s}")
+        """``settings``: :class:`GraphStageSettings`, validated there (an unknown key or a value out of its
+        bounds is a ConfigError naming it); ``dense`` serves the second-hop queries of ``two_hop``."""
+        s = GraphStageSettings.from_dict(settings, where="graph retriever settings").to_dict()
         if s["two_hop"] and dense is None:
             raise ConfigError(f"two_hop needs a dense component; index {index.folder} is {index.kind!r}")
         if any(name not in index.manifest.extras for name in GRAPH_ARRAYS):

@@ -17,14 +17,13 @@ often about something the first one names without a passage of that title (MuSiQ
 Henrik Ibsen; the gold passage is "Nora Ibsen", which names him too): such passages are rarely in the
 fused top 30, and this widening adds about 7 candidates a question.
 
-**Models**: a bag of :data:`BAG` models, each trained on a random 80 % of the rows and features with its
-own seed, their scores averaged (the variance of one model on a few hundred training questions moved
-held-out recall by a point or more).
+**Models**: a bag of LightGBM models whose scores are averaged (:class:`Bag`). The package only loads and
+scores them; training is research code under ``benchmarks/`` (``benchmarks/ranker_training.py``).
 
 The model ships with the package (``graph_ranker.txt``: LightGBM's text format, one block per bagged
-model, behind a one-line header ``# tandem graph ranker vN``); ``benchmarks/graph_retrieval.py cv
---save-ranker PATH`` trains it again (under a minute on CPU) from the cross-validation sets and writes
-it atomically.
+model, behind a one-line header ``# tandem graph ranker vN``; how it was trained and on what data:
+``graph_ranker.PROVENANCE.md`` beside it); ``benchmarks/graph_retrieval.py cv --save-ranker PATH`` trains
+it again (under a minute on CPU) from the cross-validation sets and writes it atomically.
 """
 
 from __future__ import annotations
@@ -38,7 +37,6 @@ from scipy import sparse
 
 from tandem.errors import ConfigError
 from tandem.index.graph import normalise
-from tandem.io import atomic_open
 
 if TYPE_CHECKING:
     from tandem.retrieve.graph import GraphRetriever, Signals
@@ -58,14 +56,6 @@ FEATURES = (
     "entity_with_fused_top", "entities_with_fused_top", "mention_with_fused_top", "two_mentions_from_fused_top",
     "in_fused_top",
 )
-PARAMS: dict[str, Any] = {  # LambdaRank, small trees: about 15 k rows train in seconds
-    "objective": "lambdarank", "metric": "ndcg", "eval_at": [2, 5], "learning_rate": 0.05,
-    "num_leaves": 15, "min_data_in_leaf": 20, "feature_fraction": 0.9, "lambdarank_truncation_level": 10,
-    "verbose": -1, "num_threads": 1, "deterministic": True, "seed": 0,
-}
-ROUNDS = 200
-BAG = 5  # models averaged; each sees a random 80 % of the rows (per round) and of the features
-BAGGING = {"bagging_fraction": 0.8, "bagging_freq": 1, "feature_fraction": 0.8}
 
 
 def _lightgbm() -> Any:
@@ -164,30 +154,6 @@ def candidate_rows(fused: np.ndarray, depth: int) -> np.ndarray:
     return part[np.lexsort((part, -fused[part]))]
 
 
-def candidate_groups(retriever: GraphRetriever, questions: Sequence[Any], depth: int,
-                     entity_hits: int | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Per question (with gold ids): the pool rows of its candidates (the fused top ``depth`` and the
-    passages sharing an entity with the top ``entity_hits``, default the retriever's setting), their
-    features and their 0/1 gold labels."""
-    if entity_hits is None:
-        entity_hits = int(retriever.settings["entity_hits"])
-    out = []
-    for start in range(0, len(questions), 64):
-        batch = questions[start:start + 64]
-        signals = retriever.signals([q.text for q in batch], depth, with_vectors=True)
-        for col, q in enumerate(batch):
-            rows, core = retriever.features.candidates(signals.fused[:, col], depth, entity_hits)
-            gold = {retriever.row_of[d] for d in q.gold_doc_ids if d in retriever.row_of}
-            labels = np.array([r in gold for r in rows.tolist()], dtype=np.float32)
-            out.append((rows, retriever.features.matrix(signals, col, rows, q.text, core), labels))
-    return out
-
-
-def training_groups(retriever: GraphRetriever, questions: Sequence[Any], depth: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per question (with gold ids), the features of its candidates and their 0/1 gold labels."""
-    return [(features, labels) for _rows, features, labels in candidate_groups(retriever, questions, depth)]
-
-
 class Bag:
     """LightGBM boosters whose scores are averaged."""
 
@@ -201,7 +167,7 @@ class Bag:
         return np.mean([b.predict(x, num_threads=1) for b in self.boosters], axis=0)
 
     def to_text(self) -> str:
-        """The models in LightGBM's text format, behind the version header (what :func:`save_ranker` writes)."""
+        """The models in LightGBM's text format, behind the version header (what ``benchmarks/ranker_training.py`` writes)."""
         return HEADER + SEPARATOR.join(b.model_to_string() for b in self.boosters)
 
     @classmethod
@@ -245,7 +211,7 @@ class LearnedRanker:
 
     @classmethod
     def load(cls, path: str | Path, depth: int, entity_hits: int = 0) -> LearnedRanker:
-        """A model file written by :func:`save_ranker` (its version header checked)."""
+        """A model file in :meth:`Bag.to_text`'s format (its version header checked)."""
         path = Path(path)
         if not path.is_file():
             raise ConfigError(f"graph ranker model {path} does not exist")
@@ -269,30 +235,3 @@ class LearnedRanker:
             out.append((rows[order], scores[order]))
         return out
 
-
-def train_ranker(groups: Sequence[tuple[np.ndarray, np.ndarray]], weights: Sequence[float] | None = None,
-                 rounds: int = ROUNDS, bag: int = BAG, params: dict[str, Any] | None = None) -> Bag:
-    """A bag of ``bag`` LightGBM LambdaRank boosters (seeds 0..bag-1, each on a random 80 % of rows and
-    features; ``bag=1``: one booster on everything) from per-question (features, 0/1 labels) groups, each
-    question weighted by ``weights`` (default 1: give a set of n questions 1/n each to weigh sets equally);
-    groups without a relevant candidate teach nothing and are left out."""
-    weights = [1.0] * len(groups) if weights is None else list(weights)
-    kept = [(x, y, w) for (x, y), w in zip(groups, weights, strict=True) if y.any()]
-    if not kept:
-        raise ConfigError("no training question has a gold passage among its candidates")
-    lgb = _lightgbm()
-    width = {x.shape[1] for x, _, _ in kept}
-    data = lgb.Dataset(np.vstack([x for x, _, _ in kept]), np.concatenate([y for _, y, _ in kept]),
-                       weight=np.concatenate([np.full(len(y), w) for _, y, w in kept]),
-                       group=[len(y) for _, y, _ in kept],
-                       feature_name=list(FEATURES) if width == {len(FEATURES)} else "auto", free_raw_data=False)
-    base = {**PARAMS, **(params or {})}
-    if bag <= 1:
-        return Bag([lgb.train(base, data, num_boost_round=rounds)])
-    return Bag([lgb.train({**base, **BAGGING, "seed": seed}, data, num_boost_round=rounds) for seed in range(bag)])
-
-
-def save_ranker(model: Bag, path: str | Path) -> None:
-    """Write the models with the version header, atomically."""
-    with atomic_open(path) as f:
-        f.write(model.to_text())

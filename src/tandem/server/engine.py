@@ -130,8 +130,8 @@ class Engine:
 
     def servable_methods(self) -> list[str]:
         """The registered methods this server answers with: those that read no gold passages and build over
-        the default index with their default settings (r2ag without a checkpoint, say, is left out, with a
-        log line saying why)."""
+        the default index with their default settings (one that needs a trained checkpoint it was not given,
+        say, is left out, with a log line saying why)."""
         names = []
         for entry in METHODS.entries():
             if "gold" in entry.needs:

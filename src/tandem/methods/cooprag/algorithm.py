@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from tandem.compose import Parts, dense_search
 from tandem.errors import ConfigError
 from tandem.llm.types import LLM, Message
 from tandem.methods.base import (
@@ -33,6 +32,7 @@ from tandem.methods.base import (
 )
 from tandem.methods.cooprag import prompts as P
 from tandem.methods.cooprag.settings import CoopRAGSettings
+from tandem.methods.parts import Parts, dense_search
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Hit, Question, Step, Trace

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from tandem.compose import Parts
 from tandem.llm.types import LLM
 from tandem.methods.answers import answer_style, brief_answer_messages, clean_answer
 from tandem.methods.base import call_llm
 from tandem.methods.direct.settings import DirectSettings
+from tandem.methods.parts import Parts
 from tandem.registry import METHODS
 from tandem.types import Answer, Question, Step, Trace
 

@@ -43,7 +43,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tandem.compose import Parts, dense_search, load_role_llms, read_with_reranker
 from tandem.errors import ConfigError
 from tandem.llm.types import LLM, LLMRequest, Message, batches
 from tandem.methods.answers import clean_answer, extract_answer, first_sentence
@@ -59,6 +58,7 @@ from tandem.methods.base import (
 from tandem.methods.dualrag import parse as R
 from tandem.methods.dualrag import prompts as P
 from tandem.methods.dualrag.settings import DualRAGSettings
+from tandem.methods.parts import Parts, dense_search, load_role_llms, read_with_reranker
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Hit, Question, Step, Trace

@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tandem.compose import searching_with_reranker
 from tandem.errors import ParseError
 from tandem.llm.jsonparse import parse_json
 from tandem.llm.types import LLM, Message
@@ -45,6 +44,7 @@ from tandem.methods.base import (
     search_reranked,
 )
 from tandem.methods.genground.settings import GenGroundSettings
+from tandem.methods.parts import searching_with_reranker
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace

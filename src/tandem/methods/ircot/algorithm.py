@@ -15,7 +15,6 @@ the thought carries the exact marker, ``repaired`` when only the lenient one ("t
 
 from __future__ import annotations
 
-from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM, Message
 from tandem.methods.answers import (
     ANSWER_MARKER,
@@ -35,6 +34,7 @@ from tandem.methods.base import (
     search_reranked,
 )
 from tandem.methods.ircot.settings import IRCoTSettings
+from tandem.methods.parts import searching_with_reranker
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace

@@ -13,7 +13,6 @@ The last generation's exchange is marked as IRCoT's is (``parsed`` / ``repaired`
 
 from __future__ import annotations
 
-from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM, Message
 from tandem.methods.answers import (
     ANSWER_MARKER,
@@ -32,6 +31,7 @@ from tandem.methods.base import (
     search_reranked,
 )
 from tandem.methods.iter_retgen.settings import IterRetGenSettings
+from tandem.methods.parts import searching_with_reranker
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace

@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tandem.compose import Parts, read_with_reranker
 from tandem.errors import ConfigError, ParseError
 from tandem.index.encoder import Encoder
 from tandem.llm.jsonparse import parse_json
@@ -49,6 +48,7 @@ from tandem.methods.base import (
     search_reranked,
 )
 from tandem.methods.metarag.settings import MetaRAGSettings
+from tandem.methods.parts import Parts, read_with_reranker
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Document, Question, Step, Trace

@@ -4,11 +4,11 @@ both are settings here, with deterministic decoding by default)."""
 
 from __future__ import annotations
 
-from tandem.compose import searching_with_reranker
 from tandem.llm.types import LLM
 from tandem.methods.answers import answer_style, brief_answer_messages, clean_answer
 from tandem.methods.base import Search, call_llm, search_reranked
 from tandem.methods.naive_rag.settings import NaiveRAGSettings
+from tandem.methods.parts import searching_with_reranker
 from tandem.registry import METHODS
 from tandem.rerank.base import Reranker
 from tandem.types import Answer, Question, Step, Trace

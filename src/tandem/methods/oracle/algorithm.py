@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-from tandem.compose import Parts
 from tandem.errors import DataError
 from tandem.index.store import DocStore
 from tandem.llm.types import LLM
 from tandem.methods.answers import answer_style, brief_answer_messages, clean_answer
 from tandem.methods.base import call_llm
 from tandem.methods.oracle.settings import OracleSettings
+from tandem.methods.parts import Parts
 from tandem.registry import METHODS
 from tandem.types import Answer, Document, Question, Step, Trace
 

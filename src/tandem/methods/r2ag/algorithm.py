@@ -3,7 +3,7 @@ methods.md §2). Per question::
 
     D      = retrieve k documents (or the question's own context paragraphs, docs="context")
     D      = sort D by r = cos(x^q, x^d)                       the retriever's embeddings (MiniLM here)
-    F      = [r, γ, ζ] per document                             list-wise features (train/r2former.py)
+    F      = [r, γ, ζ] per document                             list-wise features (former.py)
     H, s   = R²-Former(F)                                       s: relevance head (trace only)
     v_i    = proj(H_i)                                          one vector per document, LLM hidden size
     E      = embed(prompt with a placeholder before each document); E[slot_i] = v_i
@@ -23,20 +23,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from tandem.compose import Parts
 from tandem.errors import ConfigError
 from tandem.index.encoder import Encoder
 from tandem.index.store import DocStore
 from tandem.llm.types import LLM, LLMRequest, Message
 from tandem.methods.base import Search, record_call
-from tandem.methods.r2ag.prompts import build_prompt, choose_placeholder, parse_answer
-from tandem.methods.r2ag.settings import R2AGSettings
-from tandem.registry import METHODS
-from tandem.train.r2former import (
+from tandem.methods.parts import Parts
+from tandem.methods.r2ag.former import (
     R2Former,
     list_features,
     sort_by_relevance,
 )
+from tandem.methods.r2ag.prompts import build_prompt, choose_placeholder, parse_answer
+from tandem.methods.r2ag.settings import R2AGSettings
+from tandem.registry import METHODS
 from tandem.types import Answer, Document, Hit, Question, Step, Trace
 
 
@@ -156,7 +156,7 @@ def apply_lora(llm: Any, folder: Path) -> None:
 def build(parts: Parts, s: R2AGSettings) -> R2AG:
     """R²AG from a checkpoint folder (``r2former``): its R²-Former, its LoRA adapter if any, its encoder."""
     from tandem.index.encoder import load_encoder
-    from tandem.train.r2former import LORA_DIR, load_r2former
+    from tandem.methods.r2ag.former import LORA_DIR, load_r2former
 
     if not s.r2former:
         raise ConfigError("r2ag needs a trained R²-Former: --r2former PATH (make one with `tandem train r2ag`)")

@@ -32,10 +32,10 @@ from typing import Any
 
 from tandem.errors import DataError
 from tandem.index.store import DocStore
+from tandem.methods.cooprag.trainer import RetrieverTrainRun, RetrieverTrainSettings
 from tandem.models import offline_env, resolve_model
 from tandem.outdir import atomic_dir
 from tandem.train.scores import make_score
-from tandem.train.specs import RetrieverTrainRun, RetrieverTrainSettings
 from tandem.types import Question
 
 # where a training question's |S| came from (TrainQuestion.n_sub_source)
@@ -65,7 +65,7 @@ class Instance:
     n_sub: int
 
 
-TrainConfig = RetrieverTrainSettings  # the hyper-parameters (tandem.train.specs)
+TrainConfig = RetrieverTrainSettings  # the hyper-parameters (tandem.methods.cooprag.trainer)
 
 
 def difficulty_weight(n_sub: int) -> float:
@@ -263,11 +263,21 @@ def recall_on(questions: Sequence[Question], pool: Sequence[Any], encoder: str, 
     return out
 
 
-def _recall(questions: Sequence[Question], retriever: Any) -> dict[str, float]:
-    from tandem.eval.retrieval import evaluate_retrieval
-
-    _, metrics = evaluate_retrieval(questions, retriever, (2, 5))
-    return {"R@2": round(100 * metrics["recall@2"], 1), "R@5": round(100 * metrics["recall@5"], 1)}
+def _recall(questions: Sequence[Question], retriever: Any, batch_size: int = 64) -> dict[str, float]:
+    """R@2 and R@5 (%) of ``retriever`` over the questions with gold passages: the mean share of a question's gold
+    passages in its top k, as ``tandem eval retrieval`` scores them (computed here: the methods sit below the
+    evaluation package, which builds them)."""
+    scored = [q for q in questions if q.gold_doc_ids]
+    if not scored:
+        raise DataError("no question has gold documents: retrieval cannot be evaluated on this dataset")
+    found = {2: 0.0, 5: 0.0}
+    for start in range(0, len(scored), batch_size):
+        batch = scored[start:start + batch_size]
+        for q, hits in zip(batch, retriever.search_batch([q.text for q in batch], 10), strict=True):
+            gold, ranked = set(q.gold_doc_ids), [h.doc_id for h in hits]
+            for k in found:
+                found[k] += len(gold & set(ranked[:k])) / len(gold)
+    return {f"R@{k}": round(100 * total / len(scored), 1) for k, total in found.items()}
 
 
 def read_unrollings(path: str | Path) -> dict[str, Any]:

@@ -22,7 +22,6 @@ plus ``trainer.pt`` (optimizer, step, log) for resuming and ``lora/`` when the L
 from __future__ import annotations
 
 import json
-import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -33,22 +32,16 @@ import torch
 from torch import nn
 
 from tandem.errors import ConfigError, DamagedError
+from tandem.methods.r2ag.trainer import FEATURES, PROJECTIONS, check_drop
 from tandem.outdir import atomic_dir, check_files, recover_swap
+from tandem.train import state
+from tandem.train.state import TRAINER_FILE
 
-FEATURES = ("r", "gamma", "zeta")
-CONFIG_FILE, WEIGHTS_FILE, TRAINER_FILE, LORA_DIR = "r2former.json", "r2former.pt", "trainer.pt", "lora"
+CONFIG_FILE, WEIGHTS_FILE, LORA_DIR = "r2former.json", "r2former.pt", "lora"
 FORMAT_VERSION = 1
-PROJECTIONS = ("linear", "scaled")
 
 
 # -- features (pure functions) -----------------------------------------------------------------
-
-def check_drop(drop: Sequence[str]) -> None:
-    """A ConfigError naming any feature to drop that is not one of r / gamma / zeta."""
-    unknown = sorted(set(drop) - set(FEATURES))
-    if unknown:
-        raise ConfigError(f"unknown features to drop {unknown}; features: {list(FEATURES)}")
-
 
 def _unit(x: np.ndarray) -> np.ndarray:
     norm = np.linalg.norm(x, axis=-1, keepdims=True)
@@ -224,17 +217,13 @@ def load_r2former(folder: str | Path) -> R2Former:
 
 
 def load_trainer_state(folder: str | Path) -> dict[str, Any] | None:
-    """The optimizer/step state saved next to a checkpoint (None when there is none). Loaded with
-    ``weights_only=True``: tensors and plain containers only, so a crafted file cannot run code."""
-    path = Path(folder) / TRAINER_FILE
-    if not path.is_file():
-        return None
+    """The optimizer/step state saved next to a checkpoint (None when there is none), read safely
+    (:func:`tandem.train.state.load_trainer_state`); the errors say how to start ``tandem train r2ag`` over."""
     fix = f"delete {Path(folder)} to start over (train r2ag: or use --no-resume)"
-    check_files(folder, lambda _file: fix)
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        raise ConfigError(f"{path}: refusing to load (not a plain trainer state: "
-                          f"{str(exc).splitlines()[0][:200]}); delete it or use --no-resume") from exc
-    except (RuntimeError, EOFError, OSError) as exc:
-        raise DamagedError(f"cannot read {path} ({str(exc).splitlines()[0][:200]}): the file is damaged; {fix}") from exc
+    return state.load_trainer_state(folder, fix=fix, refused="delete it or use --no-resume")
+
+
+__all__ = ["CONFIG_FILE", "FEATURES", "FORMAT_VERSION", "LORA_DIR", "PROJECTIONS", "TRAINER_FILE", "WEIGHTS_FILE",
+           "R2Former", "R2FormerConfig", "check_drop", "list_features", "load_r2former", "load_trainer_state",
+           "neighbor_similarity", "precedent_similarity", "relevance", "relevance_loss", "save_checkpoint",
+           "sort_by_relevance"]

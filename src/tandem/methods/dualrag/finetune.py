@@ -16,6 +16,7 @@ replaced atomically with the adapter, the optimizer and scheduler state, the ste
 log; running the same command again continues from it. At the end (or at the time cap) the LoRA is
 merged into the base weights and the model + tokenizer are written into the folder, which then loads
 as ``hf:FOLDER``; ``sft.json`` (written last) describes the base model, data, settings, steps and losses.
+:func:`run_training` is ``tandem train sft`` (its settings: :class:`tandem.methods.dualrag.trainer.SFTRun`).
 """
 
 from __future__ import annotations
@@ -27,54 +28,22 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any
 
 import torch
-from pydantic import Field, model_validator
 
 from tandem.errors import ConfigError, DataError
 from tandem.io import atomic_path, read_jsonl, write_json_atomic
 from tandem.methods.dualrag.prompts import ROLES
+from tandem.methods.dualrag.trainer import SFTRun, SFTSettings
 from tandem.outdir import atomic_dir, claim_dir, recover_swap
-from tandem.settings import Settings
-from tandem.train.r2former import load_trainer_state
+from tandem.train.specs import backend_options
+from tandem.train.state import TRAINER_FILE, load_trainer_state
 
-SFT_FILE, CHECKPOINT_DIR, ADAPTER_DIR, TRAINER_FILE = "sft.json", "checkpoint", "adapter", "trainer.pt"
+SFT_FILE, CHECKPOINT_DIR, ADAPTER_DIR = "sft.json", "checkpoint", "adapter"
 RUN_ONLY = ("max_steps", "max_minutes", "save_every")  # settings a resumed run may change
 CHAT_ROLES = ("system", "user", "assistant")
 OnStep = Callable[[int, int, float], None]
-
-
-class SFTSettings(Settings):
-    """``tandem train sft`` (docs/methods/dualrag.md, "DualRAG-FT")."""
-
-    roles: list[str] = Field(default_factory=lambda: list(ROLES), description="roles to train on: "
-                                                                              + ", ".join(ROLES))
-    mode: Literal["merged", "per-role"] = Field("merged", description="merged: one model over all roles; "
-                                                                      "per-role: one model per role in out/ROLE/")
-    lora_r: int = Field(16, ge=1, description="LoRA rank")
-    lora_alpha: int = Field(32, ge=1, description="LoRA scale numerator (scale = alpha / r)")
-    lora_dropout: float = Field(0.05, ge=0.0, lt=1.0, description="dropout on the LoRA input")
-    target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
-                                      description="linear layers that get a LoRA")
-    lr: float = Field(2e-4, gt=0.0, description="AdamW learning rate (after warm-up)")
-    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay")
-    warmup: float = Field(0.03, ge=0.0, le=1.0, description="fraction of the planned steps with a linear warm-up")
-    clip: float = Field(1.0, gt=0.0, description="gradient norm clipping")
-    epochs: int = Field(1, ge=1, description="passes over the examples")
-    batch_size: int = Field(4, ge=1, description="examples per optimizer step (accumulated one by one, no padding)")
-    max_length: int = Field(4096, ge=8, description="examples with more tokens are skipped (counted in sft.json)")
-    max_steps: int | None = Field(None, ge=1, description="stop after this many optimizer steps (null: all epochs)")
-    max_minutes: float = Field(30.0, gt=0.0, description="stop after this long (checkpoint and model are saved)")
-    save_every: int = Field(10, ge=1, description="checkpoint every N optimizer steps")
-    seed: int = Field(42, description="seed of the LoRA initialisation, dropout and data order")
-
-    @model_validator(mode="after")
-    def _known_roles(self) -> Self:
-        unknown = sorted(set(self.roles) - set(ROLES))
-        if unknown or not self.roles:
-            raise ValueError(f"unknown or no roles {unknown}; roles: {list(ROLES)}")
-        return self
 
 
 # -- data ----------------------------------------------------------------------------------------
@@ -346,3 +315,12 @@ def train_sft(data_dir: str | Path, llm_spec: str, out: str | Path, settings: SF
                "roles": {role: {k: v for k, v in log.items() if k != "train_loss"} for role, log in logs.items()}}
     write_json_atomic(out / SFT_FILE, summary)
     return summary
+
+
+def run_training(spec: SFTRun, out: str | Path, on_step: OnStep | None = None) -> dict[str, Any]:
+    """``tandem train sft``: :func:`train_sft` of ``spec``'s data and base model (``--llm-opt`` backend options
+    only) into ``out``; ``on_step(step, total, loss)`` after each optimizer step of each model trained. Returns the
+    ``sft.json`` record."""
+    llm_opts = backend_options(spec.llm, spec.llm_options)
+    progress = (lambda _label: on_step) if on_step is not None else None
+    return train_sft(spec.data, spec.llm, out, spec.hyper(), llm_opts=llm_opts, progress=progress)

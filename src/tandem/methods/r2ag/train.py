@@ -9,16 +9,18 @@ the whole prompt too, as the authors' SFTTrainer does (placeholder positions are
 L_relevance is BCE of the relevance head against gold documents. AdamW, constant lr after a linear
 warm-up, gradient clipping, gradient accumulation over single examples (no padding on CPU).
 
-A checkpoint folder (``train/r2former.py``) is written every ``save_every`` optimizer steps and at the
-end, with the optimizer state and the data position: training resumes from it where it stopped.
+A checkpoint folder (:mod:`.former`) is written every ``save_every`` optimizer steps and at the end, with the
+optimizer state and the data position: training resumes from it where it stopped. :func:`run_training` is
+``tandem train r2ag`` (its settings: :class:`tandem.methods.r2ag.trainer.R2AGTrainRun`).
 """
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,20 +32,22 @@ from tandem.index.encoder import Encoder
 from tandem.index.store import DocStore
 from tandem.methods.base import Search
 from tandem.methods.r2ag.algorithm import inject, rank_and_featurize
-from tandem.methods.r2ag.prompts import TEMPLATES, build_prompt, choose_placeholder
-from tandem.train.r2former import (
+from tandem.methods.r2ag.former import (
     LORA_DIR,
     R2Former,
     R2FormerConfig,
-    check_drop,
+    load_r2former,
     load_trainer_state,
     relevance_loss,
     save_checkpoint,
 )
+from tandem.methods.r2ag.prompts import build_prompt, choose_placeholder
+from tandem.methods.r2ag.trainer import R2AGTrainRun, R2AGTrainSettings
+from tandem.train.specs import backend_options
 from tandem.types import Document, Question
 
-LM_LOSSES = ("answer", "sequence")
 RUN_ONLY = ("max_minutes", "max_steps", "eval_every", "save_every")  # settings a resumed run may change
+R2AGTrainConfig = R2AGTrainSettings  # the hyper-parameters' name in the training code before they were a settings model
 
 
 @dataclass
@@ -56,43 +60,6 @@ class RankedList:
     docs: list[Document]
     feats: np.ndarray
     labels: np.ndarray
-
-
-@dataclass
-class R2AGTrainConfig:
-    """Hyper-parameters (authors' values in methods.md §2.5; CPU-sized defaults where noted)."""
-
-    k: int = 10
-    epochs: int = 2
-    lr: float = 2e-4
-    weight_decay: float = 0.0
-    warmup: float = 0.03
-    clip: float = 0.3
-    grad_accum: int = 4  # authors: batch 2 x accumulation 2
-    relevance_weight: float = 1.0
-    lm_loss: str = "answer"
-    drop_features: list[str] = field(default_factory=list)
-    gamma_first: float = 1.0
-    template: str = "chat"
-    doc_words: int | None = None
-    placeholder: str | None = None
-    d_model: int = 256
-    projection: str = "scaled"  # output scale kept out of the weights, start at the placeholder; "linear": the authors'
-    max_minutes: float = 30.0
-    max_steps: int | None = None  # stop after this many optimizer steps (None: all epochs)
-    eval_every: int = 25
-    save_every: int = 25
-    seed: int = 42
-    lora_r: int = 0  # > 0: LoRA on q_proj/v_proj (authors: r 16, alpha 32, dropout 0.1)
-    lora_alpha: int = 32
-    lora_dropout: float = 0.1
-
-    def __post_init__(self) -> None:
-        if self.lm_loss not in LM_LOSSES:
-            raise ConfigError(f"lm_loss must be one of {list(LM_LOSSES)}, got {self.lm_loss!r}")
-        if self.template not in TEMPLATES:
-            raise ConfigError(f"template must be one of {list(TEMPLATES)}, got {self.template!r}")
-        check_drop(self.drop_features)
 
 
 def build_lists(questions: Sequence[Question], store: DocStore, encoder: Encoder, *, k: int = 10,
@@ -121,7 +88,7 @@ def build_lists(questions: Sequence[Question], store: DocStore, encoder: Encoder
 class LossComputer:
     """L_LM and L_relevance of one ranked list for a given LLM, R²-Former and prompt settings."""
 
-    def __init__(self, llm: Any, model: R2Former, config: R2AGTrainConfig) -> None:
+    def __init__(self, llm: Any, model: R2Former, config: R2AGTrainSettings) -> None:
         self.llm, self.model, self.config = llm, model, config
         self.placeholder = choose_placeholder(llm.tokenizer, llm.eos_token_ids, config.placeholder)
         self._cache: dict[str, tuple[list[int], list[int], list[int]]] = {}
@@ -162,7 +129,7 @@ def validation_loss(compute: LossComputer, examples: Sequence[RankedList], weigh
     return {"lm": round(lm / n, 4), "relevance": round(rel / n, 4), "total": round((lm + weight * rel) / n, 4)}
 
 
-def _lora(llm: Any, config: R2AGTrainConfig) -> Any:
+def _lora(llm: Any, config: R2AGTrainSettings) -> Any:
     from peft import LoraConfig, get_peft_model
 
     llm.model = get_peft_model(llm.model, LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha,
@@ -171,7 +138,7 @@ def _lora(llm: Any, config: R2AGTrainConfig) -> Any:
 
 
 def train_r2ag(llm: Any, train: Sequence[RankedList], val: Sequence[RankedList], out: str | Path,
-               config: R2AGTrainConfig, *, encoder_name: str = "minilm", resume: bool = True,
+               config: R2AGTrainSettings, *, encoder_name: str = "minilm", resume: bool = True,
                on_step: Callable[[int, int, float], None] | None = None) -> dict[str, Any]:
     """Train an R²-Former for ``llm`` (an in-process HF model, frozen unless ``lora_r``) into ``out``.
     ``on_step(step, total, loss)`` after each optimizer step (``loss``: L_LM + w L_relevance of the step;
@@ -203,7 +170,7 @@ def train_r2ag(llm: Any, train: Sequence[RankedList], val: Sequence[RankedList],
     state = load_trainer_state(out) if resume else None
     log: dict[str, Any]
     if state is not None:
-        if _model_settings(state["config"]) != _model_settings(asdict(config)):
+        if _model_settings(state["config"]) != _model_settings(config.to_dict()):
             raise ConfigError(f"{out} was trained with other settings; use another --out or --no-resume")
         model.load_state_dict(torch.load(out / "r2former.pt", map_location="cpu", weights_only=True))
         optim.load_state_dict(state["optimizer"])
@@ -217,12 +184,12 @@ def train_r2ag(llm: Any, train: Sequence[RankedList], val: Sequence[RankedList],
         step, log = state["step"], state["log"]
     else:
         step = 0
-        log = {"config": asdict(config), "train_questions": len(train), "val_questions": len(val),
+        log = {"config": config.to_dict(), "train_questions": len(train), "val_questions": len(val),
                "val_before": validation_loss(compute, val, config.relevance_weight) if val else None,
                "val_history": [], "train_loss": [], "minutes": 0.0, "stopped_early": None}
 
     def checkpoint() -> None:
-        trainer = {"config": asdict(config), "step": step, "optimizer": optim.state_dict(),
+        trainer = {"config": config.to_dict(), "step": step, "optimizer": optim.state_dict(),
                    "scheduler": sched.state_dict(), "torch_rng": torch.get_rng_state(), "log": log}
         save_checkpoint(out, model, trainer, peft_model.save_pretrained if peft_model is not None else None)
 
@@ -296,3 +263,49 @@ def ranking_quality(model: R2Former, lists: Sequence[RankedList]) -> dict[str, d
                                    recall_at(scores, ex.labels, 2)])
     return {name: {m: round(float(np.mean([r[i] for r in vals])), 4) for i, m in enumerate(("MAP", "R@1", "R@2"))}
             for name, vals in rows.items() if vals}
+
+
+def _part(questions: str) -> slice:
+    start, _, end = questions.partition(":")
+    return slice(int(start or 0), int(end) if end else None)
+
+
+def run_training(spec: R2AGTrainRun, out: Path, on_step: Callable[[int, int, float], None] | None = None) -> dict[str, Any]:
+    """``tandem train r2ag``: ranked lists of ``spec``'s training and validation questions, an R²-Former trained
+    for ``spec.llm`` into ``out`` (:func:`train_r2ag`), and the report - validation loss before and after, the
+    relevance head's ranking against the raw r order - written to ``out/train_report.json`` and returned."""
+    from tandem.corpus import load_dataset
+    from tandem.index.encoder import load_encoder
+    from tandem.llm import load_llm
+    from tandem.methods.r2ag.algorithm import embedding_backend
+    from tandem.outdir import add_file
+
+    config = spec.hyper()
+    llm_options = backend_options(spec.llm, spec.llm_options)
+    ds = load_dataset(spec.dataset)
+    train_qs = ds.questions[_part(spec.train_questions)]
+    val_qs = ds.questions[_part(spec.val_questions)] if spec.val_questions else []
+    if {q.id for q in train_qs} & {q.id for q in val_qs}:
+        raise ConfigError("--train-questions and --val-questions overlap")
+    search = None
+    if spec.index is not None:
+        from tandem.index import open_index
+        from tandem.retrieve import open_retriever
+
+        idx = open_index(spec.index)
+        search = Search(open_retriever(idx), idx.store)
+    store, encoder = DocStore(ds.passages), load_encoder(spec.encoder)
+    lists = {name: build_lists(qs, store, encoder, k=config.k, search=search, drop=config.drop_features)
+             for name, qs in (("train", train_qs), ("val", val_qs))}
+    backend = embedding_backend(load_llm(spec.llm, **llm_options))
+    if not hasattr(backend, "model"):
+        raise ConfigError("training needs an in-process LLM (--llm local or hf:PATH)")
+    log = train_r2ag(backend, lists["train"], lists["val"], out, config, encoder_name=spec.encoder,
+                     resume=spec.resume, on_step=on_step)
+    report = {"dataset": str(spec.dataset), "train_questions": spec.train_questions,
+              "val_questions": spec.val_questions, "train_lists": len(lists["train"]), "val_lists": len(lists["val"]),
+              "steps": log["steps"], "planned_steps": log["planned_steps"], "minutes": log["minutes"],
+              "stopped_early": log["stopped_early"], "val_before": log["val_before"], "val_after": log["val_after"],
+              "val_ranking": ranking_quality(load_r2former(out), lists["val"]) if lists["val"] else None}
+    add_file(out, "train_report.json", json.dumps({**report, "log": log}, indent=1))
+    return report
