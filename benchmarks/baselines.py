@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from tandem.llm.types import LLMRequest
+from tandem.llm.base import LLMRequest
 from tandem.methods.answers import ANSWER_MARKER
 
 ROOT = Path(__file__).resolve().parents[1]

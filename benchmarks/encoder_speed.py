@@ -38,7 +38,7 @@ import numpy as np
 import psutil
 
 from tandem.index.encoder import DEFAULT_BACKEND, ENCODERS, Encoder, load_encoder
-from tandem.models import offline_env
+from tandem.model_files import offline_env
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "hotpotqa" / "dev500.jsonl"
 

@@ -41,8 +41,8 @@ from tandem.corpus.chunking import chunk_text
 from tandem.eval.retrieval import evaluate_retrieval, latency_ms
 from tandem.index import add_extras, build_index, open_index
 from tandem.index.encoder import load_encoder
-from tandem.index.graph import DEFAULT_GRAPH, GraphExtra
-from tandem.models import offline_env
+from tandem.index.passage_graph import DEFAULT_GRAPH, GraphExtra
+from tandem.model_files import offline_env
 from tandem.retrieve import open_retriever
 from tandem.retrieve.dense import DenseRetriever
 from tandem.retrieve.graph import GraphRetriever, GraphStageSettings

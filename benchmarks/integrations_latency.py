@@ -67,7 +67,7 @@ def main() -> None:
 
     from tandem.corpus import load_dataset
     from tandem.index import build_index, open_index
-    from tandem.index.graph import GraphExtra
+    from tandem.index.passage_graph import GraphExtra
     from tandem.integrations.langchain import TandemRetriever as LangChainRetriever
     from tandem.integrations.llamaindex import TandemRetriever as LlamaIndexRetriever
     from tandem.retrieve import open_retriever

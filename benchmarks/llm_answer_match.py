@@ -30,7 +30,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from tandem.llm import LLMRequest, load_llm
-    from tandem.llm.types import LLM
+    from tandem.llm.base import LLM
 
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)
     rows = [json.loads(line) for line in DATASET.read_text().splitlines()][args.offset:args.offset + args.questions]

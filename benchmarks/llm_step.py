@@ -58,8 +58,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from tandem.errors import ConfigError
+    from tandem.llm.base import LLMRequest, Message
     from tandem.llm.local import load_local
-    from tandem.llm.types import LLMRequest, Message
 
     calls = [c for c in calls_of(args.run) if c.get("role") == args.role]
     if not calls:

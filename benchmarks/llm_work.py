@@ -84,9 +84,9 @@ def main() -> None:
 
     from transformers import AutoTokenizer
 
+    from tandem.llm.base import Message
     from tandem.llm.hf import chat_token_ids
     from tandem.llm.local import ensure_converted
-    from tandem.llm.types import Message
 
     tokenizer = AutoTokenizer.from_pretrained(str(ensure_converted()))
     for run in args.runs:

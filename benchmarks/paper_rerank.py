@@ -23,7 +23,7 @@ from tandem.eval.retrieval import evaluate_retrieval
 from tandem.index import open_index
 from tandem.methods.parts import build_reranker
 from tandem.methods.settings import RerankSettings
-from tandem.models import offline_env
+from tandem.model_files import offline_env
 from tandem.rerank.base import Reranked
 from tandem.retrieve import open_retriever
 

@@ -28,9 +28,9 @@ from tandem.eval.qa_metrics import cover_match, exact_match, f1_score
 from tandem.index.encoder import load_encoder
 from tandem.index.store import DocStore
 from tandem.llm import load_llm
-from tandem.llm.types import LLMRequest
+from tandem.llm.base import LLMRequest
 from tandem.methods.answers import brief_answer_messages, clean_answer
-from tandem.methods.r2ag import train as tr
+from tandem.methods.r2ag import training as tr
 from tandem.methods.r2ag.algorithm import R2AG, rank_and_featurize
 from tandem.methods.r2ag.former import R2Former, R2FormerConfig, load_r2former
 from tandem.methods.r2ag.prompts import shorten

@@ -16,7 +16,7 @@ from tandem.corpus import load_dataset
 from tandem.eval.retrieval import evaluate_retrieval, latency_ms
 from tandem.index import build_index, open_index
 from tandem.index.encoder import load_encoder
-from tandem.models import offline_env
+from tandem.model_files import offline_env
 from tandem.retrieve import open_retriever
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"

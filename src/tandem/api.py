@@ -19,7 +19,7 @@ from tandem.config import RetrieverConfig
 from tandem.errors import DataError
 from tandem.index.build import build_index
 from tandem.index.index import Index, open_index
-from tandem.llm.types import LLM
+from tandem.llm.base import LLM
 from tandem.methods.base import Method
 from tandem.types import Answer, Document, Question
 

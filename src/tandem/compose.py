@@ -18,7 +18,7 @@ from tandem.config import RetrieverConfig
 from tandem.errors import ConfigError
 from tandem.index.index import Index, open_index
 from tandem.index.store import DocStore
-from tandem.llm.types import LLM
+from tandem.llm.base import LLM
 from tandem.methods.base import Method, Search
 from tandem.methods.parts import Parts
 from tandem.registry import METHODS
@@ -79,7 +79,7 @@ def build_run(method: str | None, llm: str | LLM, index: Index | str | Path | No
     searched with ``retriever`` (default: :func:`~tandem.retrieve.best_retriever`, the graph retriever where the
     index has that extra; ``keep_index_kind``: the index's own kind instead, as a paper preset asks) - or,
     without an index, over a store of ``passages`` for methods that read gold passages."""
-    from tandem.llm.registry import load_llm
+    from tandem.llm.backends import load_llm
     from tandem.retrieve import best_retriever, open_retriever
 
     method = method or METHODS.default()

@@ -48,7 +48,7 @@ class LLMConfig(Settings):
     @model_validator(mode="after")
     def _check_options(self) -> Self:
         """The options checked against the backend's settings model (:mod:`tandem.llm.settings`); kept as given."""
-        from tandem.llm.registry import backend_options
+        from tandem.llm.backends import backend_options
 
         backend_options(self.spec, self.options, where="llm.options")
         return self

@@ -30,7 +30,7 @@ from tandem.settings import Settings
 if TYPE_CHECKING:  # the builders' types; importing them here at run time would make import circles
     from tandem.index.index import Index
     from tandem.index.store import DocStore
-    from tandem.llm.types import LLM
+    from tandem.llm.base import LLM
     from tandem.methods.base import Method
     from tandem.methods.parts import Parts
     from tandem.rerank.base import Reranker
@@ -286,7 +286,7 @@ STORES: Registry[StoreBuilder] = Registry("store", ("tandem.index.vectors",))
 #: Index kinds (``tandem index --kind``); builder ``() -> the components it builds``.
 INDEX_KINDS: Registry[IndexKindBuilder] = Registry("index kind", ("tandem.index.build",), plural="index kinds")
 #: LLM backends (the part of ``--llm`` before ``:``); builder ``(arg, spec, options) -> LLM``.
-LLMS: Registry[LLMBuilder] = Registry("LLM backend", ("tandem.llm.registry",), plural="LLM backends")
+LLMS: Registry[LLMBuilder] = Registry("LLM backend", ("tandem.llm.backends",), plural="LLM backends")
 #: Trainers (``tandem train NAME``, ``tandem federate``); builder ``(settings, on_progress) -> result``. A method's
 #: own trainer is declared in its folder (found with the methods), shared ones in ``tandem.train.specs``.
 TRAINERS: Registry[TrainerBuilder] = Registry("trainer", ("tandem.train.specs",), discover="tandem.methods")

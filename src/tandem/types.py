@@ -98,7 +98,7 @@ class LLMCall:
     structured: bool = False
     constrained: bool = False
     outcome: str | None = None
-    cut_chars: int = 0  # prompt characters cut to fit the context window (tandem.llm.types.fit_to_context)
+    cut_chars: int = 0  # prompt characters cut to fit the context window (tandem.llm.base.fit_to_context)
     parse_error: str | None = None  # why the reply could not be parsed (tandem.errors.ParseError)
     raw_reply: str | None = None  # the text the parser rejected
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tandem.llm.types import LLMRequest
+from tandem.llm.base import LLMRequest
 
 
 def check_stop_strings_and_length(llm: Any) -> None:

@@ -14,7 +14,7 @@ from tests.conftest import shared
 from tandem.eval.rundir import RunDir
 from tandem.federated.bench_io import Bench, build_bench
 from tandem.federated.corag import finish, run_baseline, simulate
-from tandem.federated.local import TrainSettings
+from tandem.federated.local_training import TrainSettings
 from tandem.federated.model import ModelConfig
 from tandem.federated.spec import RunSpec
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from tandem.cli import app
 from tandem.corpus import load_dataset
 from tandem.index import build_index
-from tandem.index.graph import GraphExtra
+from tandem.index.passage_graph import GraphExtra
 from tandem.integrations import langchain as lc
 from tandem.integrations import llamaindex as li
 from tandem.server.app import create_app

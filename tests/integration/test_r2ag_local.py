@@ -12,7 +12,7 @@ from tandem.index.encoder import load_encoder
 from tandem.index.store import DocStore
 from tandem.llm import load_llm
 from tandem.methods.r2ag import R2AG
-from tandem.methods.r2ag import train as tr
+from tandem.methods.r2ag import training as tr
 from tandem.methods.r2ag.former import load_r2former
 from tandem.methods.r2ag.prompts import parse_answer
 from tandem.methods.r2ag.settings import R2AGSettings

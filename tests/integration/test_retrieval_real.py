@@ -10,7 +10,7 @@ from tandem.corpus import load_dataset
 from tandem.eval.retrieval import evaluate_retrieval
 from tandem.eval.retrieval_metrics import retrieval_scores
 from tandem.index import build_index, open_index
-from tandem.index.graph import GraphExtra
+from tandem.index.passage_graph import GraphExtra
 from tandem.methods import Search
 from tandem.methods.base import search_reranked
 from tandem.methods.presets import preset

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tandem.llm import load_llm
-from tandem.llm.types import LLMRequest, Message
+from tandem.llm.base import LLMRequest, Message
 from tandem.methods.dualrag.finetune import SFTSettings, read_sft_json, train_sft
 
 pytestmark = pytest.mark.integration

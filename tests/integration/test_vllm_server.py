@@ -22,7 +22,7 @@ from tandem.index import build_index, open_index
 from tandem.index.encoder import load_encoder
 from tandem.index.store import DocStore
 from tandem.llm import load_llm
-from tandem.llm import serve as S
+from tandem.llm import vllm_server as S
 from tandem.llm.openai_compat import OpenAILLM
 from tandem.llm.prompt_embeds import PromptEmbedsLLM
 from tandem.methods import Search

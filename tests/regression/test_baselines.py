@@ -7,8 +7,8 @@ import json
 import pytest
 from tests.conftest import benchmark_script, shared
 
+from tandem.llm.base import LLMRequest, Message
 from tandem.llm.jsonparse import validate
-from tandem.llm.types import LLMRequest, Message
 from tandem.methods.dualrag.prompts import SCHEMAS
 
 script = benchmark_script("baselines")  # the scripted reader and the figures' settings live there

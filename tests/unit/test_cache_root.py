@@ -8,7 +8,7 @@ import pytest
 
 from tandem.index.encoder import encoder_cache_dir
 from tandem.llm.local import converted_dir
-from tandem.models import cache_root
+from tandem.model_files import cache_root
 
 
 @pytest.fixture()

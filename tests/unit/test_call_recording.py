@@ -8,7 +8,7 @@ import io
 from rich.console import Console
 
 from tandem.errors import ParseError
-from tandem.llm.types import LLMRequest, LLMResponse, Message
+from tandem.llm.base import LLMRequest, LLMResponse, Message
 from tandem.methods.base import Role, call_structured, record_call
 from tandem.render import render_trace
 from tandem.testing.fake_llm import FakeLLM

@@ -24,7 +24,7 @@ from tandem.federated.bench import (
     split_clients,
 )
 from tandem.federated.fedavg import fedavg
-from tandem.federated.local import TrainSettings, evaluate, train_local
+from tandem.federated.local_training import TrainSettings, evaluate, train_local
 from tandem.federated.model import CoRAGModel, ModelConfig, clean_answer, perplexity_distillation_loss
 from tandem.federated.spec import RunSpec
 from tandem.testing.encoders import HashingEncoder

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from tandem.compose import build_method
+from tandem.llm.base import LLMRequest
 from tandem.llm.fake import FakeLLM
-from tandem.llm.types import LLMRequest
 from tandem.types import Question
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

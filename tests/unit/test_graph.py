@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from tandem.errors import ConfigError
 from tandem.index import add_extras, build_index, open_index
-from tandem.index.graph import (
+from tandem.index.passage_graph import (
     GRAPH_ARRAYS,
     GraphExtra,
     TitleLinker,

@@ -10,7 +10,7 @@ from tests.unit.test_graph import BRIDGE_DOCS, FixedFirstStage
 
 from tandem.errors import ConfigError
 from tandem.index import build_index, open_index
-from tandem.index.graph import GraphExtra
+from tandem.index.passage_graph import GraphExtra
 from tandem.retrieve.graph import GraphRetriever, GraphSettings
 from tandem.retrieve.ranker import (
     FEATURES,

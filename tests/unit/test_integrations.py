@@ -14,7 +14,7 @@ from tandem.errors import ConfigError
 from tandem.index import build_index
 from tandem.integrations import langchain as lc
 from tandem.integrations import llamaindex as li
-from tandem.integrations.sources import ServerError, open_search
+from tandem.integrations.base import ServerError, open_search
 from tandem.server.app import create_app
 from tandem.server.engine import Engine
 from tandem.testing.fake_llm import FakeLLM

@@ -17,7 +17,7 @@ import torch
 
 from tandem.errors import DamagedError, DataError, WriteError
 from tandem.index import build_index, open_index, verify_index
-from tandem.index.graph import GraphExtra
+from tandem.index.passage_graph import GraphExtra
 from tandem.index.stream import PROGRESS, WorkFolder, work_dir
 from tandem.outdir import MARKER
 from tandem.testing.encoders import HashingEncoder
@@ -142,7 +142,7 @@ def test_damaged_r2former_and_trainer_checkpoints_are_named(tmp_path):
 
 
 def test_a_damaged_tuned_retriever_folder_is_named(tmp_path):
-    from tandem.models import resolve_model
+    from tandem.model_files import resolve_model
     from tandem.outdir import add_file, atomic_dir
 
     with atomic_dir(tmp_path / "retr", "retriever") as tmp:

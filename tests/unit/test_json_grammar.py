@@ -149,9 +149,9 @@ class _Handle:
 
 
 def _engine(table: list[bytes]) -> Any:
-    from tandem.llm.ov_worker import Engine
+    from tandem.llm.ov_worker import WorkerEngine
 
-    engine = Engine(None, None, [0], table, "local")  # only what follow uses: no model
+    engine = WorkerEngine(None, None, [0], table, "local")  # only what follow uses: no model
     engine._config = lambda params, grammar=None, max_tokens=None: (grammar, max_tokens)
     return engine
 

@@ -12,6 +12,7 @@ import pytest
 
 from tandem.errors import ConfigError
 from tandem.llm import fake, load_llm
+from tandem.llm.backends import backend_options
 from tandem.llm.fake import FakeLLM
 from tandem.llm.hf import HFLLM
 from tandem.llm.llamacpp import LlamaCppLLM
@@ -19,7 +20,6 @@ from tandem.llm.local import OPENVINO_DEFAULTS, load_local
 from tandem.llm.openai_compat import OpenAILLM
 from tandem.llm.options import parse_pairs, split_llm_options
 from tandem.llm.ov_engine import OVLLM
-from tandem.llm.registry import backend_options
 from tandem.llm.settings import llm_opt_keys
 from tandem.registry import LLMS
 

@@ -33,7 +33,7 @@ FILES = {
         from tandem.methods.parts import Parts
         from tandem.registry import METHODS
         from tandem.settings import Settings
-        from tandem.llm.types import LLMRequest, Message
+        from tandem.llm.base import LLMRequest, Message
         from tandem.types import Answer, Step, Trace
 
 
@@ -85,7 +85,7 @@ FILES = {
             return Titles(index)
     ''',
     "echo.py": '''
-        from tandem.llm.types import LLMResponse
+        from tandem.llm.base import LLMResponse
         from tandem.registry import LLMS
 
 

@@ -17,12 +17,12 @@ import torch
 from tandem.compose import build_method
 from tandem.errors import ConfigError
 from tandem.index.store import DocStore
+from tandem.llm.base import LLMRequest
 from tandem.llm.hf import HFLLM
 from tandem.llm.openai_compat import OpenAILLM, encode_prompt_embeds
-from tandem.llm.types import LLMRequest
 from tandem.methods import Search
 from tandem.methods.r2ag import prompts as P
-from tandem.methods.r2ag import train as tr
+from tandem.methods.r2ag import training as tr
 from tandem.methods.r2ag.algorithm import R2AG, embedding_backend, inject
 from tandem.methods.r2ag.former import (
     R2Former,

@@ -26,8 +26,8 @@ from tandem.eval.runner import ERRORS_LOG, PREDICTIONS, load_done, run_qa
 from tandem.index import build_index, open_index
 from tandem.index.store import DocStore
 from tandem.io import ReadStats
+from tandem.llm.base import CHARS_PER_TOKEN, LLMRequest
 from tandem.llm.openai_compat import OpenAILLM
-from tandem.llm.types import CHARS_PER_TOKEN, LLMRequest
 from tandem.outdir import MARKER, folder_lock
 from tandem.testing.fake_llm import FakeLLM
 from tandem.testing.fake_server import FakeOpenAIServer, Fault
@@ -342,7 +342,7 @@ def test_a_prompt_over_the_context_window_is_cut_by_the_rule_and_recorded():
 
 @pytest.mark.parametrize("sizes", [[400] * 21, [20_000], [50, 90_000, 3_000], [5_000, 5_000, 5_000]])
 def test_the_cut_always_fits_and_keeps_the_question(sizes):
-    from tandem.llm.types import Message, fit_to_context
+    from tandem.llm.base import Message, fit_to_context
 
     question = "Question: " + "which city? " * 30 + "Answer:"
     msgs = [Message("user", "x" * n) for n in sizes[:-1]] + [Message("user", "y" * sizes[-1] + question)]

@@ -90,7 +90,7 @@ def test_build_reranker_none_and_ivf_encodes(tmp_path, small_docs):
 def tiny_cross_encoder(tmp_path_factory):
     """A CrossEncoder folder built from the embedded MiniLM with a fresh 1-logit head (no hub needed)."""
     transformers = pytest.importorskip("transformers")
-    from tandem.models import offline_env, resolve_model
+    from tandem.model_files import offline_env, resolve_model
 
     offline_env()
     src = resolve_model("minilm")

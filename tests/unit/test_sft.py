@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from tandem.cli import app
 from tandem.errors import DataError
 from tandem.llm import load_llm
+from tandem.llm.base import LLMRequest, Message
 from tandem.llm.hf import HFLLM
-from tandem.llm.types import LLMRequest, Message
 from tandem.methods.dualrag.finetune import (
     SFTSettings,
     encode_example,

@@ -18,6 +18,7 @@ from transformers import PreTrainedTokenizerFast
 
 from tandem.errors import ConfigError
 from tandem.eval.judge import JUDGE
+from tandem.llm.base import LLMRequest
 from tandem.llm.jsonparse import parse_json, validate
 from tandem.llm.structured import (
     GRAMMAR_OPTIONS,
@@ -25,7 +26,6 @@ from tandem.llm.structured import (
     bound_schema,
     worst_case_tokens,
 )
-from tandem.llm.types import LLMRequest
 from tandem.methods.cooprag import prompts as C
 from tandem.methods.dualrag import prompts as D
 

@@ -22,7 +22,7 @@ from tandem.methods.cooprag.train_retriever import (
     train_retriever,
     training_questions,
 )
-from tandem.models import resolve_model
+from tandem.model_files import resolve_model
 from tandem.rerank.rala import RaLaReranker
 from tandem.train.scores import CosineScore, RaLaScore, make_score
 from tandem.types import Question

@@ -86,7 +86,7 @@ def main() -> None:
     import logging
 
     from tandem.logs import quiet_third_party
-    from tandem.models import offline_env
+    from tandem.model_files import offline_env
 
     offline_env()
     # before any library is imported: -v (an option of the root command, so before the subcommand) lets

@@ -70,7 +70,7 @@ def serve(
     """Start vLLM's OpenAI server (prompt embeddings on, whitespace-free JSON-schema decoding) and print
     the --llm spec to use; Ctrl-C, SIGTERM or SIGHUP stops it, and it stops when this process dies. Set
     up vLLM first: bash scripts/setup_vllm.sh."""
-    from tandem.llm import serve as S
+    from tandem.llm import vllm_server as S
 
     with S.stop_signals():
         process, spec = S.start_vllm(model, python=python, host=host, port=port, log=log,

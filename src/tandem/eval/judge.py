@@ -22,8 +22,8 @@ from typing import Any
 
 from tandem.errors import ConfigError, ParseError
 from tandem.eval.qa_metrics import answer_scores, normalize_answer
+from tandem.llm.base import LLM, LLMRequest, Message
 from tandem.llm.jsonparse import parse_json
-from tandem.llm.types import LLM, LLMRequest, Message
 from tandem.methods.base import Role, call_structured, compact_json_examples
 from tandem.types import Step
 

@@ -28,7 +28,7 @@ from tandem.eval.judge import REANSWER_PROMPT, calibrate_judge, judge_label, rea
 from tandem.eval.qa_metrics import gold_doc_recall
 from tandem.eval.rundir import CONFIG_FILE, PREDICTIONS, RunDir
 from tandem.io import atomic_open, write_error, write_json_atomic
-from tandem.llm.types import LLM
+from tandem.llm.base import LLM
 from tandem.methods.base import Method
 from tandem.secrets import redact
 from tandem.types import Question, Step, merge_protocol, protocol_counts

@@ -30,7 +30,7 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg
 
 from tandem.federated.bench_io import Bench
-from tandem.federated.local import evaluate, open_store, shared_model, train_local
+from tandem.federated.local_training import evaluate, open_store, shared_model, train_local
 from tandem.federated.spec import RunSpec, check_spec
 from tandem.io import atomic_open, write_jsonl_atomic
 

@@ -29,7 +29,7 @@ from tandem.errors import ConfigError
 from tandem.eval.rundir import RunDir
 from tandem.federated.bench_io import Bench
 from tandem.federated.fedavg import fedavg
-from tandem.federated.local import evaluate, open_store, shared_model, summarize, train_local
+from tandem.federated.local_training import evaluate, open_store, shared_model, summarize, train_local
 from tandem.federated.spec import RunSpec, check_spec
 from tandem.io import write_jsonl_atomic
 

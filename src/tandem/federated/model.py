@@ -31,7 +31,7 @@ from pydantic import Field
 
 from tandem.errors import ConfigError, DataError, IndexMismatchError
 from tandem.methods.answers import clean_answer as first_answer_line
-from tandem.models import canonical_name
+from tandem.model_files import canonical_name
 from tandem.settings import Settings
 from tandem.types import Document
 
@@ -99,7 +99,7 @@ class QueryEncoder(torch.nn.Module):
         super().__init__()
         from sentence_transformers import SentenceTransformer
 
-        from tandem.models import offline_env, resolve_model
+        from tandem.model_files import offline_env, resolve_model
 
         offline_env()
         self.st = SentenceTransformer(resolve_model(name), device="cpu")

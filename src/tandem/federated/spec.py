@@ -9,7 +9,7 @@ from pydantic import Field, field_validator
 
 from tandem.errors import ConfigError
 from tandem.federated.bench_io import Bench
-from tandem.federated.local import TrainSettings
+from tandem.federated.local_training import TrainSettings
 from tandem.federated.model import ModelConfig
 from tandem.settings import Settings
 

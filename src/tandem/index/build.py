@@ -45,7 +45,7 @@ from tandem.index.vectors import (
     training_rows,
 )
 from tandem.io import atomic_open, write_error
-from tandem.models import DEFAULT_ENCODER, canonical_name
+from tandem.model_files import DEFAULT_ENCODER, canonical_name
 from tandem.outdir import (
     MARKER,
     atomic_dir,

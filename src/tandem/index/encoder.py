@@ -17,7 +17,7 @@ one the ONNX backends support. Every backend keeps the model's name in ``name`` 
 which model made it; ``backend`` says which code path did.
 
 The exported models are cached under ``encoders/<key>/`` in tandem's cache root
-(:func:`tandem.models.cache_root`: ``$TANDEM_CACHE``, ``$XDG_CACHE_HOME/tandem`` or
+(:func:`tandem.model_files.cache_root`: ``$TANDEM_CACHE``, ``$XDG_CACHE_HOME/tandem`` or
 ``~/.cache/tandem``), where the key hashes the model folder, its weight files' sizes and mtimes,
 and the export recipe; a file is built only when missing, in a temporary file then renamed.
 """
@@ -43,7 +43,7 @@ from tandem.index.onnx_export import (
     optimise_onnx,
     quantise_int8,
 )
-from tandem.models import (
+from tandem.model_files import (
     DEFAULT_ENCODER,
     cache_root,
     canonical_name,
@@ -125,7 +125,7 @@ def _pooling_mode(model: object) -> str:
 
 
 def encoder_cache_dir() -> Path:
-    """Root folder of cached exported encoders: ``encoders/`` under :func:`tandem.models.cache_root`."""
+    """Root folder of cached exported encoders: ``encoders/`` under :func:`tandem.model_files.cache_root`."""
     return cache_root("encoders")
 
 

@@ -19,7 +19,7 @@ from tandem.index.encoder import Encoder, load_encoder
 from tandem.index.manifest import Manifest, corpus_hash
 from tandem.index.store import DOCS_FILE, DocStore
 from tandem.index.vectors import DENSE_FILE, VectorStore, open_store
-from tandem.models import canonical_name
+from tandem.model_files import canonical_name
 from tandem.outdir import check_files, damaged_files, read_marker, recover_swap
 from tandem.types import Document
 

@@ -26,9 +26,9 @@ import numpy as np
 
 from tandem.index.build import ExtraBuilder
 from tandem.index.encoder import Encoder
-from tandem.index.graph import GraphExtra
+from tandem.index.passage_graph import GraphExtra
 from tandem.index.store import DocStore
-from tandem.models import DEFAULT_ENCODER, offline_env, resolve_model
+from tandem.model_files import DEFAULT_ENCODER, offline_env, resolve_model
 from tandem.types import OnProgress
 
 PUNCTUATION = frozenset(",.?!:;-()\"'")

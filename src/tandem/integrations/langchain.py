@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from tandem.errors import ConfigError
-from tandem.integrations.sources import Answerer, Passage, PassageSearch, open_answerer, open_search
-from tandem.llm.types import LLM
+from tandem.integrations.base import Answerer, Passage, PassageSearch, open_answerer, open_search
+from tandem.llm.base import LLM
 
 try:
     from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
@@ -83,7 +83,7 @@ def method_runnable(source: str | Path | Any, method: str | None = None, *, llm:
     """Method ``method`` as a ``Runnable``: a question (a string or ``{"question": ...}``) in;
     ``{"question", "answer", "sources" (the cited passages as Documents), "method", "trace", "cost"}``
     out. ``source``: an index folder (answered here with ``llm``), a ``tandem serve`` URL or an
-    :class:`~tandem.server.engine.Engine`; see :func:`tandem.integrations.sources.open_answerer`."""
+    :class:`~tandem.server.engine.Engine`; see :func:`tandem.integrations.base.open_answerer`."""
     answerer: Answerer = open_answerer(source, method, llm=llm, index=index, settings=settings, api_key=api_key)
 
     def answer(value: Any) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tandem.errors import ConfigError
-from tandem.integrations.sources import Passage, open_answerer, open_search
-from tandem.llm.types import LLM
+from tandem.integrations.base import Passage, open_answerer, open_search
+from tandem.llm.base import LLM
 
 try:
     from llama_index.core.base.base_query_engine import BaseQueryEngine

@@ -7,11 +7,8 @@ Heavy backends (torch/transformers) are imported only when a spec needs them::
     resp = llm.complete(LLMRequest.from_prompt("What is the capital of France?", max_tokens=16))
 """
 
-from tandem.llm.cache import CachedLLM, cache_key
-from tandem.llm.jsonparse import parse_json, validate
-from tandem.llm.openai_compat import OpenAILLM
-from tandem.llm.registry import load_llm, parse_spec, split_model_url
-from tandem.llm.types import (
+from tandem.llm.backends import load_llm, parse_spec, split_model_url
+from tandem.llm.base import (
     LLM,
     LLMRequest,
     LLMResponse,
@@ -19,6 +16,9 @@ from tandem.llm.types import (
     truncate_at_stop,
     with_json_instruction,
 )
+from tandem.llm.cache import CachedLLM, cache_key
+from tandem.llm.jsonparse import parse_json, validate
+from tandem.llm.openai_compat import OpenAILLM
 
 __all__ = [
     "LLM",

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from tandem.llm.types import LLM, LLMRequest, LLMResponse, constrains_json
+from tandem.llm.base import LLM, LLMRequest, LLMResponse, constrains_json
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (

@@ -26,7 +26,7 @@ from tandem.errors import ConfigError, ModelNotFoundError
 from tandem.io import atomic_path
 from tandem.llm.ladder import find
 from tandem.llm.ladder import gguf_path as ladder_gguf
-from tandem.models import cache_root, canonical_name, offline_env, resolve_model
+from tandem.model_files import cache_root, canonical_name, offline_env, resolve_model
 
 MARKER = "tandem-conversion.json"
 log = logging.getLogger(__name__)

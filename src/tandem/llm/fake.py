@@ -19,7 +19,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from tandem.llm.types import LLMRequest, LLMResponse, truncate_at_stop
+from tandem.llm.base import LLMRequest, LLMResponse, truncate_at_stop
 
 Answer = str | LLMResponse | BaseException | Callable[[LLMRequest], str]
 Pattern = str | re.Pattern[str]

@@ -24,15 +24,15 @@ from transformers import (
 )
 
 from tandem.errors import ConfigError, ModelNotFoundError
-from tandem.llm.structured import JSONConstraint
-from tandem.llm.types import (
+from tandem.llm.base import (
     LLMRequest,
     LLMResponse,
     Message,
     truncate_at_stop,
     with_json_instruction,
 )
-from tandem.models import offline_env, resolve_model
+from tandem.llm.structured import JSONConstraint
+from tandem.model_files import offline_env, resolve_model
 
 # Tokens that end an assistant turn in common chat templates; any present in the vocabulary is
 # added to the model's own eos ids (a GGUF conversion may report the wrong one).
@@ -155,7 +155,7 @@ class HFLLM:
         )
         self._lock = threading.RLock()
         self.json_mode = json_mode
-        # prompts longer than this are cut by the methods (tandem.llm.types.fit_to_context)
+        # prompts longer than this are cut by the methods (tandem.llm.base.fit_to_context)
         self.context_window: int | None = getattr(self.model.config, "max_position_embeddings", None)
         self._constraint: JSONConstraint | None = None
 

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from tandem.errors import ConfigError, ModelNotFoundError
 from tandem.io import atomic_open
-from tandem.models import cache_root
+from tandem.model_files import cache_root
 
 CHUNK = 8 << 20  # bytes read at a time while assembling (memory stays flat whatever the model's size)
 

@@ -16,13 +16,13 @@ import time
 from typing import Any
 
 from tandem.errors import ConfigError, LLMError
-from tandem.llm.types import (
+from tandem.llm.base import (
     LLMRequest,
     LLMResponse,
     truncate_at_stop,
     with_json_instruction,
 )
-from tandem.models import resolve_model
+from tandem.model_files import resolve_model
 
 INSTALL_HINT = (
     "the llamacpp backend needs llama-cpp-python, which is not installed: "

@@ -2,7 +2,7 @@
 
 transformers can read the GGUF file directly (``gguf_file=``) but that takes 15-45 s each time
 (tokenizer/metadata parsing). So the first use converts it once into a plain transformers folder
-under tandem's cache root (:func:`tandem.models.cache_root`); later loads take well under a second
+under tandem's cache root (:func:`tandem.model_files.cache_root`); later loads take well under a second
 and give identical logits:
 
     <cache root>/models/<name>-<key>/   (key: hash of GGUF size + mtime + transformers version)
@@ -54,7 +54,7 @@ from tandem.llm.convert import (  # noqa: F401 - conversion_key, converted_dir: 
 from tandem.llm.hf import HFLLM
 from tandem.llm.ladder import default_model, find
 from tandem.llm.ov_engine import DEFAULT_KV_CACHE
-from tandem.models import cache_root
+from tandem.model_files import cache_root
 
 ENGINES = ("auto", "openvino", "torch")
 DEFAULT_ENGINE = "auto"

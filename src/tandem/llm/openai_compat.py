@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from tandem.errors import ConfigError, LLMError
-from tandem.llm.types import (
+from tandem.llm.base import (
     LLMRequest,
     LLMResponse,
     truncate_at_stop,
@@ -164,7 +164,7 @@ class OpenAILLM:
                     self._context_window = mine[0]["max_model_len"]
         return self._context_window
 
-    #: a server answers concurrent requests at once (vLLM batches them; :func:`tandem.llm.types.batches`)
+    #: a server answers concurrent requests at once (vLLM batches them; :func:`tandem.llm.base.batches`)
     batches = True
 
     @property

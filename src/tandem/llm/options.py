@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tandem.errors import ConfigError
-from tandem.llm.registry import parse_spec
+from tandem.llm.backends import parse_spec
 from tandem.llm.settings import llm_opt_keys
 from tandem.registry import LLMS
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from tandem.errors import ConfigError, LLMError
+from tandem.llm.base import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
 from tandem.llm.cpus import idle_cpus
 from tandem.llm.hf import (
     HFLLM,
@@ -50,8 +51,7 @@ from tandem.llm.hf import (
 )
 from tandem.llm.ov_process import EngineProcess
 from tandem.llm.ov_worker import Params, Stats
-from tandem.llm.types import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
-from tandem.models import offline_env
+from tandem.model_files import offline_env
 from tandem.types import current_observer
 
 log = logging.getLogger(__name__)
@@ -209,9 +209,9 @@ class OVLLM:
         with self._lock:
             self._start(worker)
 
-    #: concurrent requests decode together in the engine's batch (:func:`tandem.llm.types.batches`)
+    #: concurrent requests decode together in the engine's batch (:func:`tandem.llm.base.batches`)
     batches = True
-    #: prompt prefixes computed once are reused (:func:`tandem.llm.types.caches_prefixes`)
+    #: prompt prefixes computed once are reused (:func:`tandem.llm.base.caches_prefixes`)
     caches_prefixes = True
 
     @property

@@ -85,7 +85,7 @@ def relaxed_plan(schema_key: str) -> tuple[RelaxedPlan, str] | None:
     return (plan, plan.grammar()) if plan is not None else None
 
 
-class Engine:
+class WorkerEngine:
     """The pipeline and the requests it runs. ``token_bytes``: each token id's bytes (relaxed decoding
     follows replies byte by byte), or None where the tokenizer is not byte-level BPE."""
 
@@ -263,7 +263,7 @@ def serve(conn: Connection) -> None:
         conn.send(("failed", f"{init['spec']}: OpenVINO could not load {init['path']}: {exc}"))
         return
     _, eos_token_ids, token_bytes = conn.recv()
-    engine = Engine(pipe, ovg, eos_token_ids, token_bytes, init["spec"])
+    engine = WorkerEngine(pipe, ovg, eos_token_ids, token_bytes, init["spec"])
     conn.send(("ready", None))
     stopping = False
     while True:

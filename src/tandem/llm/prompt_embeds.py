@@ -18,10 +18,10 @@ from typing import Any
 import torch
 
 from tandem.errors import ConfigError, ModelNotFoundError
+from tandem.llm.base import LLMRequest, LLMResponse, Message
 from tandem.llm.hf import END_OF_TURN_TOKENS
 from tandem.llm.openai_compat import OpenAILLM
-from tandem.llm.types import LLMRequest, LLMResponse, Message
-from tandem.models import offline_env, resolve_model
+from tandem.model_files import offline_env, resolve_model
 
 EMBED_KEYS = ("embed_tokens.weight", "wte.weight", "word_embeddings.weight", "embed_in.weight")
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from tandem.llm.types import Message
+from tandem.llm.base import Message
 from tandem.methods.base import format_docs
 from tandem.types import Document
 

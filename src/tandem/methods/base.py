@@ -15,9 +15,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from tandem.errors import ConfigError, ParseError
 from tandem.index.store import DocStore
-from tandem.llm.jsonparse import validate
-from tandem.llm.structured import bound_schema
-from tandem.llm.types import (
+from tandem.llm.base import (
     LLM,
     LLMRequest,
     LLMResponse,
@@ -27,6 +25,8 @@ from tandem.llm.types import (
     context_window,
     fit_to_context,
 )
+from tandem.llm.jsonparse import validate
+from tandem.llm.structured import bound_schema
 from tandem.rerank.base import Reranker
 from tandem.retrieve.base import Retriever
 from tandem.types import OUTCOMES, Answer, Document, Hit, LLMCall, Question, Step, current_observer
@@ -57,7 +57,7 @@ class WarmsUp(Protocol):
 
 def warm_up(method: object) -> tuple[int, int]:
     """Compute ahead of the first question what every prompt of ``method``'s roles begins with, on the LLMs
-    that keep it (:func:`tandem.llm.types.caches_prefixes`; the grammar of each role's schema is compiled on
+    that keep it (:func:`tandem.llm.base.caches_prefixes`; the grammar of each role's schema is compiled on
     the way): a server's first question then pays only for its own part. The requests go at once; returns
     (requests sent, their prompt tokens). A method or LLM that cannot gain sends nothing."""
     if not isinstance(method, WarmsUp):

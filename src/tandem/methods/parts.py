@@ -14,7 +14,7 @@ from typing import Any
 from tandem.errors import ConfigError
 from tandem.index.index import Index
 from tandem.index.store import DocStore
-from tandem.llm.types import LLM
+from tandem.llm.base import LLM
 from tandem.methods.base import Method, Search
 from tandem.methods.settings import RerankSettings
 from tandem.registry import RERANKERS
@@ -104,7 +104,7 @@ def searching_with_reranker(name: str, cls: Callable[..., Method]) -> Callable[[
 
 def load_role_llms(llm: LLM, specs: Mapping[str, str]) -> dict[str, LLM]:
     """Role -> LLM: ``llm`` itself where the spec is its own, else the spec loaded."""
-    from tandem.llm.registry import load_llm
+    from tandem.llm.backends import load_llm
 
     return {role: llm if spec == llm.spec else load_llm(spec) for role, spec in specs.items()}
 

@@ -58,7 +58,7 @@ def build(s: Any, store: DocStore, index: Any = None) -> BiEncoderReranker:
     (a flat index or IVF-PQ's re-scoring file; else encoded on the fly); on an index without an encoder, or
     with ``reranker_model`` set, that model or the embedded MiniLM."""
     from tandem.index.encoder import load_encoder
-    from tandem.models import DEFAULT_ENCODER
+    from tandem.model_files import DEFAULT_ENCODER
 
     if index is None or index.manifest.encoder is None or s.reranker_model is not None:
         return BiEncoderReranker(load_encoder(s.reranker_model or DEFAULT_ENCODER), store)

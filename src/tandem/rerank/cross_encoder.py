@@ -13,7 +13,7 @@ from pydantic import Field
 
 from tandem.errors import ConfigError
 from tandem.index.store import DocStore
-from tandem.models import offline_env, resolve_model
+from tandem.model_files import offline_env, resolve_model
 from tandem.registry import RERANKERS
 from tandem.rerank.base import ranked
 from tandem.settings import Settings

@@ -3,14 +3,14 @@
 Multi-hop retrieval without an LLM, after HippoRAG (Gutiérrez et al., "HippoRAG: Neurobiologically
 Inspired Long-Term Memory for Large Language Models", NeurIPS 2024) and HippoRAG 2 (Gutiérrez et al.,
 "From RAG to Memory: Non-Parametric Continual Learning for Large Language Models", 2025), on the
-passage graph of :mod:`tandem.index.graph` (no LLM-extracted triples):
+passage graph of :mod:`tandem.index.passage_graph` (no LLM-extracted triples):
 
 1. the first stage (bm25, dense or hybrid) ranks ``depth`` passages for the question;
    with ``two_hop``, the top ``hop_passages`` passages p each give a second query "question + p"
    (MDR-style, encoded with the index's encoder) whose dense ranking is fused in by RRF;
 2. the top ``seeds`` passages become the reset distribution s, s_i proportional to the first-stage
    score min-max normalised over the ranked list (``seed_weighting="score"``) or to 1 / rank;
-   the passages the question names (:class:`~tandem.index.graph.TitleLinker`: the question contains
+   the passages the question names (:class:`~tandem.index.passage_graph.TitleLinker`: the question contains
    an alias of their title; HippoRAG's query-entity -> node linking) add ``link_seeds`` to s, shared
    equally (s sums to 1 + ``link_seeds`` before it is normalised);
 3. personalized PageRank over the transition matrix P (rows of A normalised to sum 1,
@@ -49,8 +49,8 @@ from pydantic import Field
 from scipy import sparse
 
 from tandem.errors import ConfigError
-from tandem.index.graph import DEFAULT_GRAPH, EXTRA_PREFIX, GRAPH_ARRAYS, TitleLinker, load_graph
 from tandem.index.index import Index
+from tandem.index.passage_graph import DEFAULT_GRAPH, EXTRA_PREFIX, GRAPH_ARRAYS, TitleLinker, load_graph
 from tandem.retrieve.base import Retriever
 from tandem.retrieve.dense import DenseRetriever
 from tandem.retrieve.hybrid import rrf_scores

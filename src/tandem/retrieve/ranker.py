@@ -36,7 +36,7 @@ import numpy as np
 from scipy import sparse
 
 from tandem.errors import ConfigError
-from tandem.index.graph import normalise
+from tandem.index.passage_graph import normalise
 
 if TYPE_CHECKING:
     from tandem.retrieve.graph import GraphRetriever, Signals

@@ -1,6 +1,7 @@
 """The HTTP API and web page (FastAPI): ``create_app(engine, ...)``; ``tandem serve`` runs it with uvicorn.
 
-Routes (OpenAPI at ``/docs``, every request and response typed: :mod:`tandem.server.models`): ``GET /healthz``,
+Routes (:mod:`tandem.server.routes`; OpenAPI at ``/docs``, every request and response typed:
+:mod:`tandem.server.schemas`): ``GET /healthz``,
 ``GET /v1/methods``, ``GET /v1/models`` (the methods in OpenAI's shape), ``GET /v1/indexes``,
 ``POST /v1/retrieve``, ``POST /v1/ask``, ``POST /v1/ask/stream`` (Server-Sent Events: one ``step``
 event per trace step as it completes, then ``answer``), ``POST /v1/chat/completions`` (OpenAI
@@ -15,52 +16,28 @@ origins given; no route takes a file path from a request, nor a setting that loa
 
 from __future__ import annotations
 
-import asyncio
 import hmac
-import time
-import typing
-import uuid
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from fastapi import Body, FastAPI, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
-from pydantic import ConfigDict, Field, create_model
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from tandem.errors import (
-    ConfigError,
-    NotFound,
-    TandemError,
-)
-from tandem.io import check_text
+from tandem.errors import TandemError
 from tandem.registry import METHODS
 from tandem.secrets import register_secret
-from tandem.server import models as M
 from tandem.server.engine import Engine
 from tandem.server.middleware import BodyLimit, StopReply, error_response
-from tandem.server.streaming import chat_chunks, run_streaming, sse, status_of, usage
+from tandem.server.routes import answer_router, catalog_router
+from tandem.server.streaming import status_of
 from tandem.settings import per_request
 from tandem.version import __version__
 
 STATIC = Path(__file__).parent / "static"
-# error class -> HTTP status (the one map; anything else is a 500 with a redacted message)
-
-class RetrieveRequest(M.Strict):
-    query: str = Field(min_length=1, pattern=M.TEXT_PATTERN, description="The search query.")
-    index: str | None = Field(None, pattern=M.NAME_PATTERN, description="An index name; default: the first.")
-    k: int = Field(5, ge=1, le=100, description="Hits to return.")
-
-
-class UploadRequest(M.Strict):
-    name: str = Field(pattern=M.NAME_PATTERN, description="The new index's name (letters, digits, '-', '_').")
-    kind: Literal["bm25", "dense", "hybrid"] = "bm25"
-    files: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_. -]{0,127}\.(txt|md|markdown|jsonl)$")],
-                str] = Field(min_length=1, description="File name (.txt, .md, .jsonl) -> its text.",
-                             json_schema_extra={"additionalProperties": False})
 
 
 def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 << 20, max_question: int = 2000,
@@ -69,6 +46,9 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
     app = FastAPI(title="tandem", version=__version__, description=__doc__)
     app.state.engine = engine
     register_secret(api_key)
+    servable = engine.servable_methods()
+    default = app.state.default_method = engine.default_method if engine.default_method in servable else servable[0]
+    routers = [catalog_router(engine, servable), answer_router(engine, servable, default, max_question)]
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Any:
@@ -81,7 +61,8 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
         return await call_next(request)
 
     app.add_middleware(BodyLimit, max_body=max_body, max_upload=max_upload)
-    _allow_header_on_405(app, {} if engine.uploads is not None else {
+    _allow_header_on_405(app, [r for router in routers for r in router.routes if isinstance(r, APIRoute)],
+                         {} if engine.uploads is not None else {
         ("POST", "/v1/indexes"): "this server takes no uploads (start it with --uploads DIR)"})
     app.add_middleware(StopReply)  # outside the others: it sees the cancellation at the end of the grace
     if cors:  # added last, so outermost: preflight requests are answered before the key is asked for
@@ -108,106 +89,10 @@ def create_app(engine: Engine, *, api_key: str | None = None, max_body: int = 1 
         lines = [_problem(e, app.state.default_method) for e in problems[:10]]
         return error_response(422, "; ".join(lines), "ValidationError")
 
-    servable = engine.servable_methods()
-    default = app.state.default_method = engine.default_method if engine.default_method in servable else servable[0]
-    AskBody = M.ask_request_model([METHODS.get(n) for n in servable], default, max_question)  # noqa: N806
-    ChatBody = _chat_request_model(servable)  # noqa: N806
-    errors = M.error_responses
-
-    @app.get("/healthz", response_model=M.Health)
-    async def healthz() -> dict[str, Any]:
-        return {"status": "ok", "version": __version__}
-
-    @app.get("/v1/methods", response_model=M.MethodsResponse, responses=errors(401))
-    async def methods() -> dict[str, Any]:
-        """Every registered method with its settings' defaults (``tandem methods NAME`` describes them)."""
-        return {"default": engine.default_method,
-                "methods": [{"name": e.name, "doc": e.doc, "needs": list(e.needs), "served": e.name in servable,
-                             "settings": e.defaults()} for e in METHODS.entries()]}
-
-    @app.get("/v1/models", response_model=M.ModelList, responses=errors(401))
-    async def models() -> dict[str, Any]:
-        """The methods this server answers with, in OpenAI's shape: ``model`` of a chat completion names one."""
-        return {"object": "list", "data": [{"id": n, "object": "model", "created": STARTED, "owned_by": "tandem"}
-                                           for n in servable]}
-
-    @app.get("/v1/indexes", response_model=M.IndexesResponse, responses=errors(401))
-    async def indexes() -> dict[str, Any]:
-        return {"default": engine.default_index,
-                "indexes": [{"name": n, "kind": i.kind, "documents": i.manifest.doc_count, "encoder": i.manifest.encoder}
-                            for n, i in engine.indexes.items()]}
-
-    if engine.uploads is not None:
-        @app.post("/v1/indexes", status_code=202, response_model=M.Job, responses=errors(400, 401, 409, 413, 422, 429))
-        async def upload(req: UploadRequest) -> dict[str, Any]:
-            """Build an index from uploaded files in the background; poll GET /v1/jobs/{id}."""
-            return engine.start_index_job(req.name, req.files, req.kind)
-
-        @app.get("/v1/jobs/{job_id}", response_model=M.Job, responses=errors(401, 404))
-        async def job(job_id: str) -> dict[str, Any]:
-            if job_id not in engine.jobs:
-                raise NotFound(f"no job {job_id!r}")
-            return dict(engine.jobs[job_id])
-
-    retrievers = engine.servable_retrievers()
-    Retrieve = create_model("RetrieveBody", __base__=RetrieveRequest,  # noqa: N806
-                            retriever=((Literal[tuple(retrievers)] if retrievers else None) | None,  # type: ignore[valid-type]
-                                       Field(None, description="A retriever some index here can serve; "
-                                                               "default: the index's own kind.")))
-
-    @app.post("/v1/retrieve", response_model=M.RetrieveResponse, response_model_exclude_none=True,
-              responses=errors(400, 401, 404, 413, 422, 429))
-    @_body(Retrieve)
-    async def retrieve(req: Any) -> dict[str, Any]:
-        hits = await asyncio.wrap_future(engine.submit(engine.retrieve, req.query, req.index, req.k, req.retriever,
-                                                         lane="searches"))
-        return {"query": req.query, "hits": hits}
-
-    @app.post("/v1/ask", response_model=M.AskResponse, responses=errors(400, 401, 404, 413, 422, 429, 502))
-    @_body(AskBody)
-    async def ask(req: Any) -> dict[str, Any]:
-        method, settings = _method_and_settings(req)
-        return await asyncio.wrap_future(engine.submit(engine.ask, req.question, method, req.index, settings))
-
-    @app.post("/v1/ask/stream", response_class=StreamingResponse,
-              responses={200: {"content": M.SSE, "description": "Server-Sent Events: `step` per trace step as it "
-                                                                "completes, then `answer` (or `error`)."},
-                         **errors(400, 401, 404, 413, 422, 429)})
-    @_body(AskBody)
-    async def ask_stream(req: Any) -> StreamingResponse:
-        method, settings = _method_and_settings(req)
-        await asyncio.to_thread(engine.method, method, req.index, settings)  # bad settings: 422, not a 200 stream
-        events = run_streaming(engine, req.question, method, req.index, settings)
-        first = await anext(events)  # a full queue (429) is raised before the stream starts
-        return StreamingResponse(sse(first, events), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-
-    @app.post("/v1/chat/completions", response_model=M.ChatCompletion,
-              responses={200: {"content": M.SSE, "description": "A chat.completion, or with `stream` its chunks as "
-                                                                "Server-Sent Events."},
-                         **errors(400, 401, 404, 413, 422, 429, 502)})
-    @_body(ChatBody)
-    async def chat(req: Any) -> Any:
-        question = _chat_question(req.messages)
-        check_text("question", question, max_question)
-        settings = req.settings.model_dump(exclude_unset=True)
-        cid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
-        if not req.stream:
-            result = await asyncio.wrap_future(engine.submit(engine.ask, question, req.model, req.index, settings))
-            return {"id": cid, "object": "chat.completion", "created": created, "model": req.model,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": result["answer"]},
-                                 "finish_reason": "stop"}],
-                    "usage": usage(result), "tandem": result}
-        await asyncio.to_thread(engine.method, req.model, req.index, settings)
-        events = run_streaming(engine, question, req.model, req.index, settings)
-        first = await anext(events)
-        return StreamingResponse(chat_chunks(first, events, cid, created, req.model), media_type="text/event-stream")
-
+    for router in routers:
+        app.include_router(router)
     app.mount("/", StaticFiles(directory=STATIC, html=True), name="page")
     return app
-
-
-STARTED = int(time.time())
 
 
 def _field_path(loc: Any) -> list[Any]:
@@ -236,59 +121,7 @@ def _problem(error: Any, default: str) -> str:
     return f"{'.'.join(str(p) for p in path) or 'body'}: {error.get('msg')}"
 
 
-def _body(model: Any) -> Any:
-    """Decorator: the route's ``req`` parameter is the JSON body of type ``model`` (a model built at start-up,
-    which a string annotation could not name)."""
-
-    def typed(fn: Any) -> Any:
-        fn.__annotations__ = {**fn.__annotations__, "req": Annotated[model, Body()]}
-        return fn
-
-    return typed
-
-
-def _method_and_settings(req: Any) -> tuple[str | None, dict[str, Any]]:
-    """(method or None for the server's default, the settings the request gave) of an ask body."""
-    return getattr(req, "method", None), req.settings.model_dump(exclude_unset=True)
-
-
-def _chat_question(messages: list[M.ChatMessage]) -> str:
-    """The question of a chat: the last user message with text, else the last message with text."""
-    for wanted in ("user", None):
-        for m in reversed(messages):
-            if (wanted is None or m.role == wanted) and m.content.strip():
-                return m.content
-    raise ConfigError("no message in 'messages' has any text")
-
-
-def _chat_request_model(servable: list[str]) -> Any:
-    """The chat body: OpenAI's, ``model`` naming a method; tandem's ``index`` and typed ``settings`` as
-    extensions. Other OpenAI fields (temperature, n, ...) are accepted and ignored."""
-    from pydantic import Discriminator, Tag
-
-    variants = []
-    for name in servable:
-        settings = M.request_settings_model(METHODS.get(name))
-        model = create_model(
-            f"Chat{settings.__name__.removesuffix('RequestSettings')}",
-            __config__=ConfigDict(extra="ignore"),
-            model=(Literal[name], Field(description="A tandem method (GET /v1/models).")),  # type: ignore[valid-type]
-            messages=(list[M.ChatMessage], Field(min_length=1, max_length=256)),
-            stream=(bool, False),
-            index=(str | None, Field(None, pattern=M.NAME_PATTERN, description="tandem extension: the index.")),
-            settings=(settings, Field(default_factory=settings, description="tandem extension: method settings.")))
-        variants.append(Annotated[model, Tag(name)])
-
-    def tag(data: Any) -> str:
-        value = data.get("model") if isinstance(data, dict) else getattr(data, "model", None)
-        if not isinstance(value, str) or value not in servable:
-            raise NotFound(f"unknown model {value!r}: a tandem method name, one of {servable}")
-        return value
-
-    return Annotated[typing.Union[tuple(variants)], Discriminator(tag)]  # noqa: UP007
-
-
-def _allow_header_on_405(app: FastAPI, hints: dict[tuple[str, str], str]) -> None:
+def _allow_header_on_405(app: FastAPI, routes: list[APIRoute], hints: dict[tuple[str, str], str]) -> None:
     """A method a route does not take gets 405 with ``Allow`` naming the methods it does (OPTIONS included;
     CORS preflights are answered before this, when CORS is on)."""
 
@@ -301,8 +134,7 @@ def _allow_header_on_405(app: FastAPI, hints: dict[tuple[str, str], str]) -> Non
         if path not in known:
             if len(known) > 4096:  # request paths are the client's: keep the memo bounded
                 known.clear()
-            known[path] = sorted({m for r in app.routes if isinstance(r, APIRoute) and r.path_regex.match(path)
-                                  for m in r.methods or ()})
+            known[path] = sorted({m for r in routes if r.path_regex.match(path) for m in r.methods or ()})
         allowed = known[path]
         if allowed and request.method not in allowed:
             hint = hints.get((request.method, path))

@@ -24,13 +24,13 @@ from tandem.index.index import Index
 from tandem.index.store import DocStore
 from tandem.io import check_text
 from tandem.llm import load_llm, parse_spec
-from tandem.llm.types import LLM
+from tandem.llm.base import LLM
 from tandem.methods.base import Method, warm_up
 from tandem.registry import METHODS, RETRIEVERS
 from tandem.retrieve import open_retriever
 from tandem.secrets import redact
-from tandem.server.models import request_settings_model
 from tandem.server.payloads import answer_payload, step_payload
+from tandem.server.schemas import request_settings_model
 from tandem.settings import per_request
 from tandem.types import Question, TraceObserver, observe_traces
 
@@ -42,7 +42,7 @@ MAX_JOBS = 100              # finished upload jobs remembered
 
 
 def check_request_settings(name: str, settings: Mapping[str, Any]) -> dict[str, Any]:
-    """What a request may set (:func:`tandem.server.models.request_settings_model`): the method's own settings
+    """What a request may set (:func:`tandem.server.schemas.request_settings_model`): the method's own settings
     that are not server-only (no model, LLM, file or component named by the caller), numbers within the
     server's caps. Returns them validated (only the keys given); a problem is a ConfigError naming the key."""
     entry = METHODS.get(name)

@@ -29,8 +29,8 @@ from tandem.io import check_text
 from tandem.registry import METHODS
 from tandem.secrets import redact
 from tandem.server.engine import Engine, Lane, call_in_loop
-from tandem.server.models import request_settings_model
 from tandem.server.payloads import evidence, passage
+from tandem.server.schemas import request_settings_model
 from tandem.settings import per_request
 from tandem.version import __version__
 
@@ -183,7 +183,7 @@ def step_summary(step: dict[str, Any]) -> str:
 
 def settings_schema(method: str) -> dict[str, Any]:
     """Method ``method``'s description, the JSON Schema of the settings a request may set (the HTTP API's,
-    :func:`tandem.server.models.request_settings_model`), and the names of those it may not."""
+    :func:`tandem.server.schemas.request_settings_model`), and the names of those it may not."""
     entry = METHODS.get(method)
     schema = request_settings_model(entry).model_json_schema()
     refused = sorted(name for name, info in entry.settings.model_fields.items() if not per_request(info))

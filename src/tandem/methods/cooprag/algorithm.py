@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from tandem.errors import ConfigError
-from tandem.llm.types import LLM, Message
+from tandem.llm.base import LLM, Message
 from tandem.methods.base import (
     Search,
     call_llm,

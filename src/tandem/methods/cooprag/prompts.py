@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tandem.errors import ParseError
+from tandem.llm.base import Message
 from tandem.llm.jsonparse import parse_json
-from tandem.llm.types import Message
 from tandem.methods.answers import clean_answer
 from tandem.methods.base import Role, compact_json_examples
 from tandem.types import Document

@@ -33,7 +33,7 @@ from typing import Any
 from tandem.errors import DataError
 from tandem.index.store import DocStore
 from tandem.methods.cooprag.trainer import RetrieverTrainRun, RetrieverTrainSettings
-from tandem.models import offline_env, resolve_model
+from tandem.model_files import offline_env, resolve_model
 from tandem.outdir import atomic_dir
 from tandem.train.scores import make_score
 from tandem.types import Question

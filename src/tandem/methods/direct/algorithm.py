@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tandem.llm.types import LLM
+from tandem.llm.base import LLM
 from tandem.methods.answers import answer_style, brief_answer_messages, clean_answer
 from tandem.methods.base import call_llm
 from tandem.methods.direct.settings import DirectSettings

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from tandem.errors import ConfigError
-from tandem.llm.types import LLM, LLMRequest, Message, batches
+from tandem.llm.base import LLM, LLMRequest, Message, batches
 from tandem.methods.answers import clean_answer, extract_answer, first_sentence
 from tandem.methods.base import (
     Role,

@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from tandem.llm.types import Message
+from tandem.llm.base import Message
 from tandem.methods.answers import ANSWER_MARKER
 from tandem.methods.base import Role, compact_json_examples
 from tandem.types import Document

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tandem.errors import ParseError
+from tandem.llm.base import LLM, Message
 from tandem.llm.jsonparse import parse_json
-from tandem.llm.types import LLM, Message
 from tandem.methods.answers import answer_style, brief_answer_messages, clean_answer
 from tandem.methods.base import (
     Role,

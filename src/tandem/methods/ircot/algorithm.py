@@ -15,7 +15,7 @@ the thought carries the exact marker, ``repaired`` when only the lenient one ("t
 
 from __future__ import annotations
 
-from tandem.llm.types import LLM, Message
+from tandem.llm.base import LLM, Message
 from tandem.methods.answers import (
     ANSWER_MARKER,
     COT_DEMO,

@@ -13,7 +13,7 @@ The last generation's exchange is marked as IRCoT's is (``parsed`` / ``repaired`
 
 from __future__ import annotations
 
-from tandem.llm.types import LLM, Message
+from tandem.llm.base import LLM, Message
 from tandem.methods.answers import (
     ANSWER_MARKER,
     COT_DEMO,

@@ -34,8 +34,8 @@ from typing import Any
 
 from tandem.errors import ConfigError, ParseError
 from tandem.index.encoder import Encoder
+from tandem.llm.base import LLM, Message
 from tandem.llm.jsonparse import parse_json
-from tandem.llm.types import LLM, Message
 from tandem.methods.answers import answer_style, brief_answer_messages, clean_answer
 from tandem.methods.base import (
     Role,
@@ -226,7 +226,7 @@ def build(parts: Parts, s: MetaRAGSettings) -> MetaRAG:
     """MetaRAG over the index's search; its monitor compares answers with ``monitor_encoder``, else the index's
     encoder, else the embedded MiniLM, loaded on the monitor's first use."""
     from tandem.index.encoder import load_encoder
-    from tandem.models import DEFAULT_ENCODER
+    from tandem.model_files import DEFAULT_ENCODER
 
     search, reranker = read_with_reranker(parts, "metarag", s)
     index = parts.index

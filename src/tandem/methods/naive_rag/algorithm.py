@@ -4,7 +4,7 @@ both are settings here, with deterministic decoding by default)."""
 
 from __future__ import annotations
 
-from tandem.llm.types import LLM
+from tandem.llm.base import LLM
 from tandem.methods.answers import answer_style, brief_answer_messages, clean_answer
 from tandem.methods.base import Search, call_llm, search_reranked
 from tandem.methods.naive_rag.settings import NaiveRAGSettings

@@ -26,7 +26,7 @@ import torch
 from tandem.errors import ConfigError
 from tandem.index.encoder import Encoder
 from tandem.index.store import DocStore
-from tandem.llm.types import LLM, LLMRequest, Message
+from tandem.llm.base import LLM, LLMRequest, Message
 from tandem.methods.base import Search, record_call
 from tandem.methods.parts import Parts
 from tandem.methods.r2ag.former import (

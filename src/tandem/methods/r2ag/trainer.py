@@ -96,7 +96,7 @@ class R2AGTrainRun(R2AGTrainSettings):
 TRAINERS.register("r2ag", settings=R2AGTrainRun, folder="r2former",
                   out="Checkpoint folder (resumed if it holds a run with the same settings).",
                   doc="R²AG: train R²-Former + projection (L = L_LM + L_relevance) through a frozen LLM; prints "
-                      "validation JSON")(runs("tandem.methods.r2ag.train:run_training"))
+                      "validation JSON")(runs("tandem.methods.r2ag.training:run_training"))
 
 
 __all__ = ["FEATURES", "LM_LOSSES", "PROJECTIONS", "R2AGTrainRun", "R2AGTrainSettings", "check_drop"]

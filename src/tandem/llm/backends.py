@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from tandem.errors import ConfigError
+from tandem.llm.base import LLM
 from tandem.llm.settings import FakeSettings, HFSettings, LlamaCppSettings, LocalSettings, OpenAISettings, check_options
-from tandem.llm.types import LLM
 from tandem.registry import LLMS
 
 

@@ -24,7 +24,7 @@ import httpx
 
 from tandem.errors import ConfigError, TandemError
 from tandem.index.index import Index
-from tandem.llm.types import LLM
+from tandem.llm.base import LLM
 from tandem.secrets import redact
 from tandem.server.payloads import Passage, passage
 
