@@ -491,3 +491,22 @@ def test_while_nothing_is_read_the_question_is_searched_too(search):
                   summarizer=["Marie Curie was born in Warsaw.", "Warsaw is on the Vistula.", "None"])
     ans = roles.method(search, question_query=True).answer(QUESTION)
     assert ans.trace.steps[1].notes["entities"] == {"Warsaw": ["Warsaw river"]}
+
+
+def test_an_empty_outline_has_the_answer_read_the_best_passages_read_unless_told_otherwise(search):
+    def roles() -> Roles:
+        return Roles(reasoner=[think("I need the birthplace of Marie Curie."), think("still nothing", False)],
+                     entity=[plan(("Marie Curie", ["Marie Curie born"]))], summarizer=["None"])
+
+    by_question = RecordingReranker()
+    quiet = roles()
+    ans = quiet.method(search, reranker=by_question, empty_outline_docs=1, knowledge_first=False).answer(QUESTION)
+    final = ans.trace.steps[-1]
+    assert final.name == "answer" and final.notes["outline"] == "None"
+    assert by_question.queries[-1] == QUESTION.text and len(final.hits) == 1  # ranked by the question, best 1
+    assert "the outline is empty" in final.notes["knowledge"]
+    read = search.store.get(final.hits[0].doc_id)
+    assert f"## Knowledge\n\n##### {read.title}\n\n{read.text}" in quiet.prompts("answer")[0]
+    paper = roles()
+    ans = paper.method(search, empty_outline="none", knowledge_first=False).answer(QUESTION)
+    assert "knowledge" not in ans.trace.steps[-1].notes and "## Knowledge\n\nNone" in paper.prompts("answer")[0]

@@ -17,7 +17,8 @@
             summary <- Summarizer(question, thoughts, entity, keywords, unread)
             outline[entity] += summary, unless summary is None/empty; an entity left empty is removed
         if nothing unread this step and thought = previous thought and stop_when_stuck: break
-    return Answer(outline, question, thoughts)
+    knowledge <- outline; if outline = {} and empty_outline = documents: the best docs read for the question
+    return Answer(knowledge, question, thoughts)
 
 The entities of one step have outline entries of their own, so their Summarizer calls are independent:
 on an LLM that batches concurrent requests (the embedded engine, a server) they are sent at once
@@ -148,6 +149,7 @@ class DualRAG:
         self.question_query = s.question_query
         self.answer_style, self.max_entities, self.temperature = s.answer_style, s.max_entities, s.temperature
         self.send_schema, self.parallel_summaries = s.send_schema, s.parallel_summaries
+        self.empty_outline, self.empty_outline_docs = s.empty_outline, s.empty_outline_docs
         roles = {**P.STRUCTURED_ROLES, P.ENTITY_IDENTIFIER.name: P.entity_role(s.max_entities)}
         self.roles, self.max_tokens = role_budgets(roles, MAX_TOKENS, s.max_tokens, "DualRAG")
 
@@ -178,10 +180,24 @@ class DualRAG:
         final = trace.add(Step("answer", notes={"outline": outline.render()}))
         style = self.answer_style
         text = call_llm(self.llms["answer"], final, "answer",
-                        P.answer_messages(outline.render(), question.text, thoughts, style),
+                        P.answer_messages(self._knowledge(trace, final, outline, question.text), question.text,
+                                          thoughts, style),
                         max_tokens=self.max_tokens["answer" if style == "short" else "answer:complete"],
                         temperature=self.temperature)
         return Answer(question.id, clean_answer(text) if style == "short" else text.strip(), trace, self.name)
+
+    def _knowledge(self, trace: Trace, final: Step, outline: Outline, question: str) -> str:
+        """What the answer reads: the outline; where the Summarizer kept nothing although passages were read
+        (``empty_outline="documents"``), the best ``empty_outline_docs`` of them for the question (noted)."""
+        hits = union_by_id([step.hits for step in trace.steps])
+        if outline.entries or self.empty_outline == "none" or not hits:
+            return outline.render()
+        best = (self.reranker.rerank(question, hits, self.empty_outline_docs) if self.reranker is not None
+                else hits[: self.empty_outline_docs])
+        final.hits = best
+        final.notes["knowledge"] = (f"the outline is empty: the answer reads the {len(best)} passages read that "
+                                    "best match the question (empty_outline=documents)")
+        return "\n\n".join(P.render_doc(self.search.store.get(h.doc_id)) for h in best)
 
     # -- RaQ: Reasoner --------------------------------------------------------------------------
 

@@ -38,6 +38,13 @@ class DualRAGSettings(RerankSettings):
     stop_when_stuck: bool = Field(True, description="answer once a step repeats the last thought and reads no "
                                                     "new document (nothing can change; false: always run to "
                                                     "max_iter, as the authors' code)")
+    empty_outline: Literal["documents", "none"] = Field("documents", description="what the answer reads when the "
+                                                                         "Summarizer kept nothing: documents: the "
+                                                                         "passages read, best "
+                                                                         "empty_outline_docs for the question "
+                                                                         "first; none: the empty outline (the "
+                                                                         "paper)")
+    empty_outline_docs: int = Field(5, ge=1, description="passages the answer reads when the outline is empty")
     use_reasoner: bool = Field(True, description="false = ablation 'w/o R' (IRCoT-style sentences)")
     use_entity_identifier: bool = Field(True, description="false = ablation 'w/o EI' (the thought is the query)")
     use_outline: bool = Field(True, description="false = ablation 'w/o KO' (raw documents, no summaries)")
