@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from tandem.index.index import Index
+from tandem.registry import RETRIEVERS, NoSettings
 from tandem.retrieve.base import BatchRetriever, hits_from_arrays
 from tandem.types import Hit
 
@@ -35,3 +36,8 @@ class DenseRetriever(BatchRetriever):
 
     def _search_batch(self, queries: list[str], k: int) -> list[list[Hit]]:
         return self.search_vectors(self.encoder.encode(list(queries)), k)
+
+
+@RETRIEVERS.register("dense", needs=("dense",), doc="inner product over the index's vector store")
+def _dense(index: Index, settings: NoSettings) -> DenseRetriever:
+    return DenseRetriever(index)

@@ -51,6 +51,7 @@ from scipy import sparse
 from tandem.errors import ConfigError
 from tandem.index.index import Index
 from tandem.index.passage_graph import DEFAULT_GRAPH, EXTRA_PREFIX, GRAPH_ARRAYS, TitleLinker, load_graph
+from tandem.registry import RETRIEVERS
 from tandem.retrieve.base import Retriever
 from tandem.retrieve.dense import DenseRetriever
 from tandem.retrieve.hybrid import rrf_scores
@@ -306,3 +307,18 @@ class GraphRetriever:
             best = sorted(rrf_scores(rankings, weights).items(), key=lambda kv: (-kv[1], kv[0]))[:depth]
             out.append([Hit(doc_id, score, i + 1, "two-hop") for i, (doc_id, score) in enumerate(best)])
         return out
+
+
+@RETRIEVERS.register("graph", settings=GraphSettings, needs=("graph",))
+def _graph(index: Index, s: GraphSettings) -> GraphRetriever:
+    """Personalized PageRank over the index's passage graph, seeded by ``first_stage`` (default: the index's kind)."""
+    first_kind = s.first_stage or index.kind
+    if first_kind == "graph":
+        raise ConfigError("the graph retriever's first stage must be bm25, dense or hybrid")
+    stage = set(GraphStageSettings.model_fields)
+    first_opts = s.model_dump(exclude={"first_stage", *stage}) if first_kind == "hybrid" else {}
+    from tandem.retrieve import open_retriever  # the package, which imports this module
+
+    first = open_retriever(index, first_kind, **first_opts)
+    dense = DenseRetriever(index) if s.two_hop and index.has("dense") else None
+    return GraphRetriever(index, first, dense=dense, **s.model_dump(include=stage))

@@ -8,9 +8,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import Field
 
 from tandem.errors import ConfigError
+from tandem.index.index import Index
+from tandem.registry import RETRIEVERS
 from tandem.retrieve.base import BatchRetriever, Retriever
+from tandem.retrieve.dense import DenseRetriever
+from tandem.retrieve.sparse import BM25Retriever
+from tandem.settings import Settings
 from tandem.types import Hit
 
 FUSIONS = ("rrf", "weighted")
@@ -73,3 +81,19 @@ class HybridRetriever(BatchRetriever):
             best = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
             out.append([Hit(doc_id, score, i + 1, self.name) for i, (doc_id, score) in enumerate(best)])
         return out
+
+
+class HybridSettings(Settings):
+    """Hybrid: BM25 and dense rankings fused."""
+
+    fusion: Literal["rrf", "weighted"] = Field("rrf", description="rrf: reciprocal-rank fusion; weighted: min-max "
+                                                                  "normalised scores, weighted")
+    weights: list[float] | None = Field(None, min_length=2, max_length=2, description="[bm25, dense] weights "
+                                                                                     "(default: equal)")
+    depth: int = Field(100, ge=1, le=10_000, description="hits taken from each retriever before fusing")
+    rrf_c: float = Field(60.0, gt=0, description="the c of 1 / (c + rank)")
+
+
+@RETRIEVERS.register("hybrid", settings=HybridSettings, needs=("bm25", "dense"))
+def _hybrid(index: Index, s: HybridSettings) -> HybridRetriever:
+    return HybridRetriever([BM25Retriever(index), DenseRetriever(index)], **s.model_dump())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tandem.index.bm25 import tokenize
 from tandem.index.index import Index
+from tandem.registry import RETRIEVERS, NoSettings
 from tandem.retrieve.base import BatchRetriever, hits_from_arrays
 from tandem.types import Hit
 
@@ -29,3 +30,8 @@ class BM25Retriever(BatchRetriever):
             keep = s > 0
             out.append(hits_from_arrays(self.doc_ids, r[keep], s[keep], self.name))
         return out
+
+
+@RETRIEVERS.register("bm25", needs=("bm25",), doc="BM25 over the index's sparse part (bm25s)")
+def _bm25(index: Index, settings: NoSettings) -> BM25Retriever:
+    return BM25Retriever(index)
