@@ -317,7 +317,7 @@ def _graph(index: Index, s: GraphSettings) -> GraphRetriever:
         raise ConfigError("the graph retriever's first stage must be bm25, dense or hybrid")
     stage = set(GraphStageSettings.model_fields)
     first_opts = s.model_dump(exclude={"first_stage", *stage}) if first_kind == "hybrid" else {}
-    from tandem.retrieve import open_retriever  # the package, which imports this module
+    from tandem.retrieve.opener import open_retriever  # at call time: the registry is loaded by then
 
     first = open_retriever(index, first_kind, **first_opts)
     dense = DenseRetriever(index) if s.two_hop and index.has("dense") else None
