@@ -16,6 +16,7 @@
             unread <- docs not in outline[entity].supports
             summary <- Summarizer(question, thoughts, entity, keywords, unread)
             outline[entity] += summary, unless summary is None/empty; an entity left empty is removed
+                (its supports stay recorded: its docs are not read again; forget_dropped: the authors' code)
         if nothing unread this step and thought = previous thought and stop_when_stuck: break
     knowledge <- outline; if outline = {} and empty_outline = documents: the best docs read for the question
     return Answer(knowledge, question, thoughts)
@@ -81,6 +82,9 @@ class Outline:
     """The Knowledge Outline: entity -> Knowledge, in first-seen order."""
 
     entries: dict[str, Knowledge] = field(default_factory=dict)
+    #: doc ids read by entities removed for want of content (their supports, kept unless ``forget_dropped``)
+    dropped: dict[str, list[str]] = field(default_factory=dict)
+    forget_dropped: bool = False
 
     def link(self, name: str) -> str:
         """The outline's spelling of ``name`` when it already holds that entity (case-insensitive)."""
@@ -93,7 +97,9 @@ class Outline:
         return [e for e in self.entries if e not in (P.ELSE_ENTITY, P.RAW_DOCS_ENTITY)]
 
     def unread(self, entity: str, docs: Sequence[Document]) -> list[Document]:
+        """The docs ``entity`` has not read (a removed entity's reads count, unless ``forget_dropped``)."""
         seen = set(self.entries[entity].supports) if entity in self.entries else set()
+        seen.update(self.dropped.get(entity, ()))
         return [d for d in docs if d.id not in seen]
 
     def aggregate(self, entity: str, content: str, doc_ids: Sequence[str]) -> bool:
@@ -106,6 +112,8 @@ class Outline:
             entry.summaries.append(content.strip())
         elif not entry.summaries:
             del self.entries[entity]
+            if not self.forget_dropped:
+                self.dropped.setdefault(entity, []).extend(entry.supports)
         return keep
 
     def snapshot(self) -> dict[str, list[str]]:
@@ -150,13 +158,14 @@ class DualRAG:
         self.answer_style, self.max_entities, self.temperature = s.answer_style, s.max_entities, s.temperature
         self.send_schema, self.parallel_summaries = s.send_schema, s.parallel_summaries
         self.empty_outline, self.empty_outline_docs = s.empty_outline, s.empty_outline_docs
+        self.forget_dropped = s.forget_dropped
         roles = {**P.STRUCTURED_ROLES, P.ENTITY_IDENTIFIER.name: P.entity_role(s.max_entities)}
         self.roles, self.max_tokens = role_budgets(roles, MAX_TOKENS, s.max_tokens, "DualRAG")
 
     # -- the loop ---------------------------------------------------------------------------------
 
     def answer(self, question: Question) -> Answer:
-        trace, outline, thoughts = Trace(), Outline(), list[str]()
+        trace, outline, thoughts = Trace(), Outline(forget_dropped=self.forget_dropped), list[str]()
         for i in range(1, self.max_iter + 1):
             step = trace.add(Step(f"iteration {i}"))
             thought, need_retrieve = self._reason(step, outline, question.text, thoughts, last=i == self.max_iter)

@@ -44,6 +44,11 @@ class DualRAGSettings(RerankSettings):
                                                                          "empty_outline_docs for the question "
                                                                          "first; none: the empty outline (the "
                                                                          "paper)")
+    forget_dropped: bool = Field(False, description="an entity removed because the Summarizer kept nothing "
+                                                    "forgets the documents it read, so a later step sends it "
+                                                    "the same documents again (the authors' code); false: "
+                                                    "they stay read (the paper: only documents the entity "
+                                                    "has not read are passed)")
     empty_outline_docs: int = Field(5, ge=1, description="passages the answer reads when the outline is empty")
     use_reasoner: bool = Field(True, description="false = ablation 'w/o R' (IRCoT-style sentences)")
     use_entity_identifier: bool = Field(True, description="false = ablation 'w/o EI' (the thought is the query)")
