@@ -52,7 +52,8 @@ def render_trace(answer: Answer, store: DocStore | None = None, max_chars: int =
             output = call.output if len(call.output) <= max_chars else call.output[: max_chars - 3] + "..."
             body.append(f"{call.role} → ", style="bold magenta")
             body.append(f"{output!r}  ")
-            body.append(f"[{call.prompt_tokens}+{call.completion_tokens} tok, {call.latency_s:.2f}s"
+            body.append(f"[{call.prompt_tokens}+{call.completion_tokens} tok"
+                        f"{f' ({call.reused_tokens} reused)' if call.reused_tokens else ''}, {call.latency_s:.2f}s"
                         f"{', cached' if call.cached else ''}]\n", style="dim")
             if call.parse_error is not None:
                 body.append(f"{INDENT}parse error: {call.parse_error}\n", style="red")

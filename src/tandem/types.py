@@ -99,6 +99,7 @@ class LLMCall:
     constrained: bool = False
     outcome: str | None = None
     cut_chars: int = 0  # prompt characters cut to fit the context window (tandem.llm.base.fit_to_context)
+    reused_tokens: int = 0  # prompt tokens the backend took from its prefix cache (tandem.llm.prefix_ledger)
     parse_error: str | None = None  # why the reply could not be parsed (tandem.errors.ParseError)
     raw_reply: str | None = None  # the text the parser rejected
 
@@ -110,6 +111,8 @@ class LLMCall:
         }
         if self.cut_chars:
             data["cut_chars"] = self.cut_chars
+        if self.reused_tokens:
+            data["reused_tokens"] = self.reused_tokens
         if self.structured:
             data.update(structured=True, constrained=self.constrained, outcome=self.outcome)
         elif self.outcome is not None:  # a text reply read for a marker or a non-empty answer
@@ -203,6 +206,10 @@ class Trace:
         """Per role, how its structured exchanges went (see :func:`protocol_counts`)."""
         return protocol_counts(self.llm_calls)
 
+    def reuse(self) -> dict[str, dict[str, int]]:
+        """Per role, its prompt tokens and those the backend took from its prefix cache."""
+        return reuse_counts(self.llm_calls)
+
     def to_dict(self) -> dict[str, Any]:
         return {"steps": [s.to_dict() for s in self.steps], "docs_read": self.docs_read}
 
@@ -238,12 +245,26 @@ def protocol_counts(calls: list[LLMCall]) -> dict[str, dict[str, int]]:
     return counts
 
 
-def merge_protocol(rows: list[dict[str, dict[str, int]]]) -> dict[str, dict[str, int]]:
-    """Sum per-role protocol counts (e.g. over the questions of a run)."""
+REUSE_KEYS = ("prompt_tokens", "reused_tokens")
+
+
+def reuse_counts(calls: list[LLMCall]) -> dict[str, dict[str, int]]:
+    """Per role (repair calls with their role): prompt tokens sent and those taken from the prefix cache."""
+    counts: dict[str, dict[str, int]] = {}
+    for call in calls:
+        row = counts.setdefault(call.role.split(":", 1)[0], dict.fromkeys(REUSE_KEYS, 0))
+        row["prompt_tokens"] += call.prompt_tokens
+        row["reused_tokens"] += call.reused_tokens
+    return counts
+
+
+def merge_protocol(rows: list[dict[str, dict[str, int]]],
+                   keys: tuple[str, ...] = PROTOCOL_KEYS) -> dict[str, dict[str, int]]:
+    """Sum per-role counts (protocol counts, or ``keys=REUSE_KEYS`` reuse counts), e.g. over a run's questions."""
     total: dict[str, dict[str, int]] = {}
     for row in rows:
         for role, counts in row.items():
-            acc = total.setdefault(role, dict.fromkeys(PROTOCOL_KEYS, 0))
-            for key in PROTOCOL_KEYS:
+            acc = total.setdefault(role, dict.fromkeys(keys, 0))
+            for key in keys:
                 acc[key] += int(counts.get(key, 0))
     return total

@@ -50,6 +50,19 @@ def test_greedy_answer_is_sensible_and_counted_like_torch(llm: OVLLM) -> None:
     assert llm.complete(FRANCE).text == resp.text  # greedy is deterministic (prefix cache hit the 2nd time)
 
 
+def test_a_prompt_that_extends_one_sent_before_counts_its_reused_blocks(llm: OVLLM) -> None:
+    """The prefix ledger: a prompt that begins like a finished one reuses its whole 32-token blocks; one
+    that begins otherwise reuses at most what every prompt shares (the chat template's opening)."""
+    passage = " ".join(f"Fact {i}: the river number {i} flows past town {i * 7}." for i in range(40))
+    first = llm.complete(LLMRequest.from_prompt(passage + "\nWhich river passes town 21?", max_tokens=8))
+    again = llm.complete(LLMRequest.from_prompt(passage + "\nWhich river passes town 70?", max_tokens=8))
+    other = llm.complete(LLMRequest.from_prompt(passage[::-1] + "\nWhich river?", max_tokens=8))
+    shared_ids = llm.count_tokens(passage)
+    assert first.prompt_tokens > 300 and first.reused_tokens < first.prompt_tokens // 2
+    assert shared_ids - 64 <= again.reused_tokens <= again.prompt_tokens - 1  # the passage, block by block
+    assert again.reused_tokens % 32 == 0 and other.reused_tokens <= 64
+
+
 def test_stop_strings_and_length(llm: OVLLM) -> None:
     check_stop_strings_and_length(llm)
 

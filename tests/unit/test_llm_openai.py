@@ -32,6 +32,15 @@ def test_plain_answer_with_usage() -> None:
     assert srv.count == 1
 
 
+def test_a_servers_cached_prompt_tokens_are_the_replys_reused_tokens() -> None:
+    """vLLM and OpenAI say how many prompt tokens came from their prefix cache (usage.prompt_tokens_details)."""
+    with FakeOpenAIServer(answer="Paris") as srv:
+        llm = client(srv)
+        first = llm.complete(REQ)
+        longer = llm.complete(LLMRequest.from_prompt("What is the capital of France? And of Spain?", max_tokens=16))
+    assert first.reused_tokens == 0 and longer.reused_tokens == 6  # the six words the first prompt began with
+
+
 @pytest.mark.parametrize("kind", ["500", "429", "garbage", "drop"])
 def test_retries_then_success(kind: str) -> None:
     with FakeOpenAIServer(answer="Paris", faults=[Fault(kind, first_n=2)]) as srv:

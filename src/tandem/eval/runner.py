@@ -31,7 +31,7 @@ from tandem.io import atomic_open, write_error, write_json_atomic
 from tandem.llm.base import LLM
 from tandem.methods.base import Method
 from tandem.secrets import redact
-from tandem.types import Question, Step, merge_protocol, protocol_counts
+from tandem.types import REUSE_KEYS, Question, Step, merge_protocol, protocol_counts
 
 ERRORS_LOG = "errors.log"
 log = logging.getLogger(__name__)
@@ -133,6 +133,7 @@ def run_one(method: Method, question: Question, *, judge_llm: LLM | None, reansw
             "prediction": answer.text, "reanswer": rewritten, "scores": scores,
             "gold_doc_recall": recall, "llm_calls": len(answer.trace.llm_calls), "tokens": answer.trace.tokens,
             "protocol": merge_protocol([answer.trace.protocol(), protocol_counts(judging.llm_calls)]),
+            "reuse": answer.trace.reuse(),
             "seconds": round(time.perf_counter() - start, 3), "trace": answer.trace.to_dict(),
         })
     except Exception as exc:  # noqa: BLE001 - one question's failure, whatever it is, must not end the run
@@ -158,7 +159,21 @@ def summarize(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for key in ("llm_calls", "tokens", "seconds"):
         metrics[f"{key}_per_q"] = sum(r[key] for r in ok) / len(ok)
     metrics.update(protocol_health([r.get("protocol") or {} for r in ok]))
+    metrics.update(prefix_reuse([r.get("reuse") or {} for r in ok]))
     return metrics
+
+
+def prefix_reuse(rows: Sequence[dict[str, dict[str, int]]]) -> dict[str, Any]:
+    """Run-level prefix reuse: the share of prompt tokens the backend took from its prefix cache, overall
+    (``reused_token_share``) and per role (``reuse``). Empty where the backend reported none."""
+    per_role = merge_protocol(list(rows), keys=REUSE_KEYS)
+    prompt = sum(c["prompt_tokens"] for c in per_role.values())
+    reused = sum(c["reused_tokens"] for c in per_role.values())
+    if not reused:
+        return {}
+    return {"reused_token_share": reused / prompt,
+            "reuse": {role: {**c, "share": round(c["reused_tokens"] / c["prompt_tokens"], 4) if c["prompt_tokens"] else 0.0}
+                      for role, c in per_role.items()}}
 
 
 def protocol_health(rows: Sequence[dict[str, dict[str, int]]]) -> dict[str, Any]:

@@ -108,7 +108,8 @@ class LLMResponse:
     """What a backend returns. ``finish_reason`` is ``"stop"`` (end of turn or a stop string) or
     ``"length"`` (hit ``max_tokens``). Token counts are 0 where a server does not report them.
     ``constrained`` says the backend decoded the reply under the request's JSON schema (a grammar),
-    rather than only asking for JSON in the prompt."""
+    rather than only asking for JSON in the prompt. ``reused_tokens``: prompt tokens taken from the
+    backend's prefix cache rather than computed (0 where it keeps none or does not say)."""
 
     text: str
     prompt_tokens: int
@@ -118,6 +119,7 @@ class LLMResponse:
     model: str
     cached: bool = False
     constrained: bool = False
+    reused_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (used for traces and the cache)."""
@@ -130,6 +132,7 @@ class LLMResponse:
             "model": self.model,
             "cached": self.cached,
             "constrained": self.constrained,
+            "reused_tokens": self.reused_tokens,
         }
 
     @classmethod
@@ -144,6 +147,7 @@ class LLMResponse:
             model=str(data["model"]),
             cached=bool(data.get("cached", False)),
             constrained=bool(data.get("constrained", False)),
+            reused_tokens=int(data.get("reused_tokens", 0)),
         )
 
 

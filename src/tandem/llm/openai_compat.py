@@ -312,10 +312,12 @@ class OpenAILLM:
         if hit_stop:
             reason = "stop"
         usage = data.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}  # vLLM, OpenAI: tokens from the prefix cache
         return LLMResponse(
             text=text,
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
+            reused_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
             latency_s=latency,
             finish_reason=reason,
             model=str(data.get("model") or self.name),

@@ -30,6 +30,7 @@ the converted folder at first use.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import threading
 import time
@@ -50,6 +51,7 @@ from tandem.llm.hf import (
     requested_threads,
 )
 from tandem.llm.ov_process import EngineProcess
+from tandem.llm.prefix_ledger import PrefixLedger, kv_block_capacity
 from tandem.llm.ov_worker import Params, Stats
 from tandem.model_files import offline_env
 from tandem.types import current_observer
@@ -60,6 +62,7 @@ log = logging.getLogger(__name__)
 PRECISIONS = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 #: ``kv_cache`` option -> the CPU plugin's KV_CACHE_PRECISION (its own default there is u8)
 KV_PRECISIONS = {"u8": "u8", "float16": "f16", "bfloat16": "bf16", "float32": "f32"}
+KV_BYTES = {"u8": 1, "float16": 2, "bfloat16": 2, "float32": 4}
 DEFAULT_KV_CACHE = "u8"
 DEFAULT_MAX_BATCH = 16
 DEFAULT_KV_CACHE_GB = 1
@@ -194,7 +197,11 @@ class OVLLM:
                             f"dynamic_quantization={'the plugin default' if dynamic_quantization is None else dynamic_quantization}, "
                             f"relax_strings={self._token_bytes is not None}, {self.threads} threads"
                             f"{', engine process' if engine_process else ''}")
-        self.context_window: int | None = _max_positions(self.torch_path)
+        config = _model_config(self.torch_path)
+        window = config.get("max_position_embeddings")
+        self.context_window: int | None = window if isinstance(window, int) else None
+        #: what the engine's prefix cache holds, to count each request's reused prompt tokens
+        self.ledger = PrefixLedger(capacity=kv_block_capacity(config, kv_cache_gb, KV_BYTES[kv_cache]))
         self._tokens = ("tokens", list(self.eos_token_ids), self._token_bytes)
         self.peak_batch = 0
         self.relaxed_requests = self.continuations = 0
@@ -236,6 +243,7 @@ class OVLLM:
                         relaxed=constrained and req.temperature == 0 and self._token_bytes is not None)
         start = time.perf_counter()
         observer = current_observer()
+        reused = self.ledger.reusable(ids)
         rid, future = self._submit(ids, params)
         while True:
             try:  # wake now and then: a Ctrl-C that the OS gave to another thread is raised here
@@ -246,6 +254,7 @@ class OVLLM:
                     self._cancel(rid)
                     observer.check()
         latency = time.perf_counter() - start
+        self.ledger.record(ids + new_ids)
         ended = bool(new_ids) and new_ids[-1] in self.eos_token_ids
         with self._tok_lock:
             raw = str(self.tokenizer.decode(new_ids[:-1] if ended else new_ids, skip_special_tokens=True))
@@ -254,6 +263,7 @@ class OVLLM:
             text=text,
             prompt_tokens=len(ids),
             completion_tokens=len(new_ids),
+            reused_tokens=reused,
             latency_s=latency,
             finish_reason="stop" if (ended or hit_stop) else "length",
             model=self.name,
@@ -279,6 +289,7 @@ class OVLLM:
         """Wait until the engine process (a new one unless given) has loaded the model (holding ``_lock``)."""
         worker = worker or EngineProcess(self._init, self.spec, self._process)
         worker.ready(self._tokens, self._answer)
+        self.ledger.clear()  # a new engine starts with an empty cache
         self._worker = worker
         if self._finalizer is not None:
             self._finalizer.detach()  # the engine it stopped has ended
@@ -380,11 +391,10 @@ class OVLLM:
         return f"OVLLM(name={self.name!r}, path={self.path!r}, threads={self.threads})"
 
 
-def _max_positions(folder: str) -> int | None:
-    import json
-
+def _model_config(folder: str) -> dict[str, Any]:
+    """The transformers ``config.json`` of ``folder`` ({} where it cannot be read)."""
     try:
-        value = json.loads((Path(folder) / "config.json").read_text()).get("max_position_embeddings")
+        data = json.loads((Path(folder) / "config.json").read_text())
     except (OSError, ValueError):
-        return None
-    return int(value) if isinstance(value, int) else None
+        return {}
+    return data if isinstance(data, dict) else {}

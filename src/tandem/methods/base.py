@@ -142,6 +142,7 @@ def record_call(llm: LLM, step: Step, role: str, req: LLMRequest, *,
         prompt_tokens=resp.prompt_tokens, completion_tokens=resp.completion_tokens,
         latency_s=resp.latency_s, cached=getattr(resp, "cached", False),
         structured=req.json_schema is not None, constrained=getattr(resp, "constrained", False), cut_chars=cut,
+        reused_tokens=getattr(resp, "reused_tokens", 0),
     ))
     return resp
 

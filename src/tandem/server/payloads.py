@@ -38,7 +38,8 @@ def answer_payload(answer: Answer, store: DocStore | None, method: str, seconds:
     return {
         "answer": answer.text, "method": method, "cited": cited, "trace": trace,
         "cost": {"llm_calls": len(calls), "prompt_tokens": sum(c.prompt_tokens for c in calls),
-                 "completion_tokens": sum(c.completion_tokens for c in calls), "seconds": round(seconds, 3)},
+                 "completion_tokens": sum(c.completion_tokens for c in calls),
+                 "reused_tokens": sum(c.reused_tokens for c in calls), "seconds": round(seconds, 3)},
     }
 
 

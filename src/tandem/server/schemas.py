@@ -181,6 +181,7 @@ class Cost(BaseModel):
     llm_calls: int
     prompt_tokens: int
     completion_tokens: int
+    reused_tokens: int = Field(0, description="Prompt tokens the LLM took from its prefix cache, not computed.")
     seconds: float
 
 
@@ -238,10 +239,15 @@ class ChatChoice(BaseModel):
     finish_reason: Literal["stop"]
 
 
+class PromptTokensDetails(BaseModel):
+    cached_tokens: int = Field(description="Prompt tokens taken from the LLM's prefix cache.")
+
+
 class Usage(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: PromptTokensDetails | None = None
 
 
 class ChatCompletion(BaseModel):

@@ -100,10 +100,12 @@ async def chat_chunks(first: tuple[str, Any], events: AsyncIterator[tuple[str, A
         await events.aclose()
 
 
-def usage(result: dict[str, Any]) -> dict[str, int]:
+def usage(result: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI's usage object for an answer's cost (tokens from the prefix cache as ``cached_tokens``)."""
     cost = result["cost"]
     return {"prompt_tokens": cost["prompt_tokens"], "completion_tokens": cost["completion_tokens"],
-            "total_tokens": cost["prompt_tokens"] + cost["completion_tokens"]}
+            "total_tokens": cost["prompt_tokens"] + cost["completion_tokens"],
+            "prompt_tokens_details": {"cached_tokens": cost.get("reused_tokens", 0)}}
 
 
 def status_of(exc: BaseException) -> int:

@@ -86,6 +86,7 @@ class FakeOpenAIServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.count = 0
+        self.prompts: list[list[str]] = []  # each request's prompt words, for the cached_tokens it reports
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -161,7 +162,12 @@ class FakeOpenAIServer:
         limit = int(body.get("max_tokens") or 0)
         if limit and len(words) > limit:
             text, finish = " ".join(words[:limit]), "length"
-        prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+        said = [w for m in body.get("messages", []) for w in str(m.get("content", "")).split()]
+        prompt_tokens = len(said)
+        with self._lock:  # a prefix cache over words: the most leading words an earlier prompt shares
+            cached = max((next((i for i, (a, b) in enumerate(zip(said, seen)) if a != b), min(len(said), len(seen)))
+                          for seen in self.prompts), default=0)
+            self.prompts.append(said)
         return {
             "id": f"chatcmpl-{self.count}",
             "object": "chat.completion",
@@ -172,6 +178,7 @@ class FakeOpenAIServer:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": len(text.split()),
                 "total_tokens": prompt_tokens + len(text.split()),
+                "prompt_tokens_details": {"cached_tokens": min(cached, max(prompt_tokens - 1, 0))},
             },
         }
 
