@@ -249,9 +249,12 @@ REUSE_KEYS = ("prompt_tokens", "reused_tokens")
 
 
 def reuse_counts(calls: list[LLMCall]) -> dict[str, dict[str, int]]:
-    """Per role (repair calls with their role): prompt tokens sent and those taken from the prefix cache."""
+    """Per role (repair calls with their role): prompt tokens sent and those taken from the prefix cache.
+    Replies replayed from the response cache are left out: no engine computed them."""
     counts: dict[str, dict[str, int]] = {}
     for call in calls:
+        if call.cached:
+            continue
         row = counts.setdefault(call.role.split(":", 1)[0], dict.fromkeys(REUSE_KEYS, 0))
         row["prompt_tokens"] += call.prompt_tokens
         row["reused_tokens"] += call.reused_tokens

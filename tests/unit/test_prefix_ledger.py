@@ -51,6 +51,8 @@ def _record(role_tokens: list[tuple[str, int, int]]) -> dict:
 def test_a_run_reports_the_share_of_prompt_tokens_reused_per_role():
     rows = [_record([("reasoner", 100, 90), ("summarizer", 400, 100), ("reasoner:repair", 100, 60)]),
             _record([("summarizer", 600, 0)])]
+    replayed = Trace(steps=[Step("s", llm_calls=[LLMCall("answer", (), "x", prompt_tokens=50, cached=True)])])
+    assert replayed.reuse() == {}  # a reply from the response cache: no engine computed its prompt
     metrics = summarize(rows)
     assert metrics["reused_token_share"] == pytest.approx(250 / 1200)
     assert metrics["reuse"]["reasoner"] == {"prompt_tokens": 200, "reused_tokens": 150, "share": 0.75}
