@@ -83,6 +83,21 @@ def test_pipeline_unroll_retrieve_rerank_complete_answer(setup):
     assert ans.trace.steps[3].notes["chain"][-1] == ["Marie Curie", "born in", "Warsaw"]
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_shared_context_has_the_answer_prompt_begin_as_the_completion_prompt_did(setup, shared):
+    search, _ = setup
+    llm = FakeLLM([UNROLL, COMPLETED, "Answer: Warsaw."])
+    ans = CoopRAG(llm, search, None, CoopRAGSettings(k=2, shared_context=shared)).answer(QUESTION)
+    complete, answer = ans.trace.llm_calls[1:]
+    (c_system, c_user), (a_system, a_user) = complete.messages, answer.messages
+    documents = P.format_documents([search.store.get(h.doc_id) for h in ans.trace.steps[2].hits])
+    assert c_user["content"].startswith(documents) and a_user["content"].startswith(documents)
+    assert (c_system == a_system) == shared  # one system message: the answer's prompt extends the same prefix
+    if shared:
+        assert P.COMPLETE_SYSTEM in c_system["content"] and P.ANSWER_SYSTEM in c_system["content"]
+    assert ans.text == "Warsaw"
+
+
 def test_unroll_parse_failure_falls_back_to_question_only(setup):
     search, retriever = setup
     llm = FakeLLM(["I am not sure.", "Sub-questions: none", "still nothing", "Answer: Paris"])

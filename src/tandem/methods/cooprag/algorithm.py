@@ -63,7 +63,7 @@ class CoopRAG:
                  settings: CoopRAGSettings | None = None) -> None:
         s = settings or CoopRAGSettings()
         self.llm, self.search, self.reranker, self.candidates, self.k = llm, search, reranker, s.candidates, s.k
-        self.query, self.masks, self.one_call = s.query, s.masks, s.one_call
+        self.query, self.masks, self.one_call, self.shared_context = s.query, s.masks, s.one_call, s.shared_context
         self.attempts = {"unroll": s.unroll_attempts, "complete": s.complete_attempts, "one_call": s.complete_attempts}
         self.temperature, self.retry_temperature = s.temperature, s.retry_temperature
         self.roles, self.max_tokens = role_budgets({r.name: r for r in (P.UNROLL, P.COMPLETE, P.ONE_CALL)},
@@ -117,11 +117,12 @@ class CoopRAG:
             if not chain:
                 step.notes["skipped"] = "no chain to complete"
             else:
-                completed = self._ask(step, "complete", P.complete_messages(question, subs, chain, docs),
+                completed = self._ask(step, "complete", P.complete_messages(question, subs, chain, docs, self.shared_context),
                                       P.parse_completed, "the masked chain") or chain
             step.notes["chain"] = [list(t) for t in completed]
             step = trace.add(Step("answer"))
-            text = P.parse_answer(call_llm(self.llm, step, "answer", P.answer_messages(question, subs, completed, docs),
+            text = P.parse_answer(call_llm(self.llm, step, "answer",
+                                           P.answer_messages(question, subs, completed, docs, self.shared_context),
                                            max_tokens=self.max_tokens["answer"], temperature=self.temperature))
         role = "one_call" if self.one_call else "answer"
         if not text:

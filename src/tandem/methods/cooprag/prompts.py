@@ -169,18 +169,24 @@ ONE_CALL_SYSTEM = compact_json_examples((
 ))
 
 
+#: ``shared_context``: one system message for steps (iv) and (v), each call's task named after the context
+SHARED_SYSTEM = ("You work on a question from documents in two turns. When the message ends with "
+                 f"'Masked Chain:': {COMPLETE_SYSTEM}\nWhen it ends with '{ANSWER}': {ANSWER_SYSTEM}")
+
+
 def complete_messages(question: str, sub_questions: Sequence[str], chain: Sequence[Triple],
-                      docs: Sequence[Document]) -> list[Message]:
-    """Step (iv): fill the masks from the top-k documents."""
+                      docs: Sequence[Document], shared: bool = False) -> list[Message]:
+    """Step (iv): fill the masks from the top-k documents (``shared``: under :data:`SHARED_SYSTEM`)."""
     user = f"{_context(question, sub_questions, docs)}Masked Chain: {render_chain(chain)}"
-    return [Message("system", COMPLETE_SYSTEM), Message("user", user)]
+    return [Message("system", SHARED_SYSTEM if shared else COMPLETE_SYSTEM), Message("user", user)]
 
 
 def answer_messages(question: str, sub_questions: Sequence[str], chain: Sequence[Triple],
-                    docs: Sequence[Document]) -> list[Message]:
-    """Step (v): the answer from question, sub-questions, completed chain and documents."""
+                    docs: Sequence[Document], shared: bool = False) -> list[Message]:
+    """Step (v): the answer from question, sub-questions, completed chain and documents (``shared``: under
+    :data:`SHARED_SYSTEM`, so that the prompt begins as step (iv)'s did, documents included)."""
     user = f"{_context(question, sub_questions, docs)}{COMPLETED} {render_chain(chain)}\n{ANSWER}"
-    return [Message("system", ANSWER_SYSTEM), Message("user", user)]
+    return [Message("system", SHARED_SYSTEM if shared else ANSWER_SYSTEM), Message("user", user)]
 
 
 def one_call_messages(question: str, sub_questions: Sequence[str], chain: Sequence[Triple],

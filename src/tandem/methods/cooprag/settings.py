@@ -24,6 +24,11 @@ class CoopRAGSettings(Settings):
     query: Literal["q", "q+s", "q+r", "q+s+r"] = Field("q+s+r", description="parts of U (paper Table 16)")
     masks: Literal["drop", "keep"] = Field("drop", description="drop: mask tokens left out of U; keep: literal")
     one_call: bool = Field(False, description="completion + answer in one call (paper Table 18)")
+    shared_context: bool = Field(False, description="completion and answer under one system message that "
+                                                    "holds both instructions, so the answer's prompt begins "
+                                                    "as the completion's did and the engine's prefix cache "
+                                                    "serves its documents (false: the authors' two system "
+                                                    "prompts)")
     unroll_attempts: int = Field(3, ge=1, description="unrolling tries (the authors: 5)")
     complete_attempts: int = Field(3, ge=1, description="completion tries (the authors: 3)")
     temperature: float = temperature_setting()
