@@ -1,0 +1,85 @@
+"""Speculative decoding on the OpenVINO engine: a model alone against the same model with a smaller draft
+(OpenVINO GenAI's ``draft_model`` in the continuous-batching pipeline), greedy, on a few prompts. Prints
+one JSON line per setting: seconds, tokens, tok/s and the replies (the same replies are the condition).
+
+    python benchmarks/speculative.py [--main qwen2.5-coder-1.5b] [--draft qwen2.5-coder-0.5b] [--draft-tokens 4]
+
+Both models come from the ladder (``tandem llm get NAME --prepare``); the pair must share a tokenizer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import time
+
+PROMPTS = (
+    "Passage: The Vistula is the longest river in Poland. It flows through Warsaw and Krakow.\n"
+    "Question: Which river flows through Warsaw? Explain in two sentences.",
+    "Write a JSON object with keys city and country for the capital of Poland, then one sentence about its history.",
+    "Question: Who directed the film Stalker (1979), and where was he born? Answer in three sentences.",
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--main", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--draft", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--draft-tokens", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+
+    import numpy as np
+    import openvino as ov
+    import openvino_genai as ovg
+
+    from tandem.llm import load_llm
+
+    folders = {}
+    for name in (args.main, args.draft):  # prepares each model once and gives its OpenVINO folder
+        llm = load_llm(f"local:{name}", engine="openvino", num_threads=1)
+        folders[name] = (llm.path, llm.tokenizer)
+        llm.close()
+    tokenizer = folders[args.main][1]
+    prompts = [tokenizer(tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
+                                                       tokenize=False), add_special_tokens=False)["input_ids"]
+               for p in PROMPTS]
+    props = {"INFERENCE_NUM_THREADS": args.threads, "INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
+    results = {}
+    for mode in ("alone", "draft", "alone", "draft"):  # alternated: a loaded machine weighs on both alike
+        scheduler = ovg.SchedulerConfig()
+        scheduler.cache_size, scheduler.max_num_seqs, scheduler.max_num_batched_tokens = 2, 4, 512
+        extra = {}
+        if mode == "draft":
+            extra["draft_model"] = ovg.draft_model(folders[args.draft][0], "CPU", **props)
+        start = time.perf_counter()
+        pipe = ovg.ContinuousBatchingPipeline(folders[args.main][0], scheduler, "CPU", {**props, **extra})
+        load = time.perf_counter() - start
+        ids = itertools.count()
+
+        def generate(tokens: list[int]) -> list[int]:
+            config = ovg.GenerationConfig()
+            config.max_new_tokens = args.max_tokens
+            if mode == "draft":
+                config.num_assistant_tokens = args.draft_tokens
+            handle = pipe.add_request(next(ids), ov.Tensor(np.array([tokens], dtype=np.int64)), config)
+            while pipe.has_non_finished_requests():
+                pipe.step()
+            return [int(t) for t in handle.read_all()[0].generated_ids]
+
+        generate(prompts[0])  # the first request's one-off costs
+        start = time.perf_counter()
+        replies = [generate(p) for p in prompts]
+        seconds = time.perf_counter() - start
+        n = sum(len(r) for r in replies)
+        texts = [tokenizer.decode(r, skip_special_tokens=True) for r in replies]
+        same = None if mode == "alone" or "alone" not in results else texts == results["alone"]
+        results[mode] = texts
+        print(json.dumps({"mode": mode, "load_s": round(load, 1), "seconds": round(seconds, 1), "tokens": n,
+                          "tok_s": round(n / seconds, 2), "same_replies_as_alone": same}))
+
+
+if __name__ == "__main__":
+    main()
