@@ -13,6 +13,7 @@ import argparse
 import itertools
 import json
 import time
+from typing import Any
 
 PROMPTS = (
     "Passage: The Vistula is the longest river in Poland. It flows through Warsaw and Krakow.\n"
@@ -20,6 +21,17 @@ PROMPTS = (
     "Write a JSON object with keys city and country for the capital of Poland, then one sentence about its history.",
     "Question: Who directed the film Stalker (1979), and where was he born? Answer in three sentences.",
 )
+
+
+def generate(pipe: Any, rid: int, tokens: list[int], config: Any) -> list[int]:
+    """One greedy reply of ``pipe`` (an OpenVINO GenAI continuous-batching pipeline) to ``tokens``."""
+    import numpy as np
+    import openvino as ov
+
+    handle = pipe.add_request(rid, ov.Tensor(np.array([tokens], dtype=np.int64)), config)
+    while pipe.has_non_finished_requests():
+        pipe.step()
+    return [int(t) for t in handle.read_all()[0].generated_ids]
 
 
 def main() -> None:
@@ -31,8 +43,6 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
 
-    import numpy as np
-    import openvino as ov
     import openvino_genai as ovg
 
     from tandem.llm import load_llm
@@ -58,20 +68,13 @@ def main() -> None:
         pipe = ovg.ContinuousBatchingPipeline(folders[args.main][0], scheduler, "CPU", {**props, **extra})
         load = time.perf_counter() - start
         ids = itertools.count()
-
-        def generate(tokens: list[int]) -> list[int]:
-            config = ovg.GenerationConfig()
-            config.max_new_tokens = args.max_tokens
-            if mode == "draft":
-                config.num_assistant_tokens = args.draft_tokens
-            handle = pipe.add_request(next(ids), ov.Tensor(np.array([tokens], dtype=np.int64)), config)
-            while pipe.has_non_finished_requests():
-                pipe.step()
-            return [int(t) for t in handle.read_all()[0].generated_ids]
-
-        generate(prompts[0])  # the first request's one-off costs
+        config = ovg.GenerationConfig()
+        config.max_new_tokens = args.max_tokens
+        if mode == "draft":
+            config.num_assistant_tokens = args.draft_tokens
+        generate(pipe, next(ids), prompts[0], config)  # the first request's one-off costs
         start = time.perf_counter()
-        replies = [generate(p) for p in prompts]
+        replies = [generate(pipe, next(ids), p, config) for p in prompts]
         seconds = time.perf_counter() - start
         n = sum(len(r) for r in replies)
         texts = [tokenizer.decode(r, skip_special_tokens=True) for r in replies]

@@ -51,8 +51,8 @@ from tandem.llm.hf import (
     requested_threads,
 )
 from tandem.llm.ov_process import EngineProcess
-from tandem.llm.prefix_ledger import PrefixLedger, kv_block_capacity
 from tandem.llm.ov_worker import Params, Stats
+from tandem.llm.prefix_ledger import PrefixLedger, kv_block_capacity
 from tandem.model_files import offline_env
 from tandem.types import current_observer
 

@@ -165,7 +165,7 @@ class FakeOpenAIServer:
         said = [w for m in body.get("messages", []) for w in str(m.get("content", "")).split()]
         prompt_tokens = len(said)
         with self._lock:  # a prefix cache over words: the most leading words an earlier prompt shares
-            cached = max((next((i for i, (a, b) in enumerate(zip(said, seen)) if a != b), min(len(said), len(seen)))
+            cached = max((next((i for i, (a, b) in enumerate(zip(said, seen, strict=False)) if a != b), min(len(said), len(seen)))
                           for seen in self.prompts), default=0)
             self.prompts.append(said)
         return {
