@@ -61,3 +61,17 @@ def test_a_run_reports_the_share_of_prompt_tokens_reused_per_role():
     assert LLMResponse.from_dict(LLMResponse("a", 5, 1, 0.1, "stop", "m", reused_tokens=4).to_dict()).reused_tokens == 4
     assert LLMCall("r", (), "x", reused_tokens=3).to_dict()["reused_tokens"] == 3
     assert "reused_tokens" not in LLMCall("r", (), "x").to_dict()  # traces without reuse stay as they were
+
+
+def test_an_answers_cost_and_the_openai_usage_carry_the_reused_tokens():
+    from tandem.server.payloads import answer_payload
+    from tandem.server.schemas import Cost, Usage
+    from tandem.server.streaming import usage
+    from tandem.types import Answer
+
+    calls = [LLMCall("reasoner", (), "x", prompt_tokens=300, completion_tokens=5, reused_tokens=256),
+             LLMCall("answer", (), "y", prompt_tokens=100, completion_tokens=2)]
+    result = answer_payload(Answer("q", "Warsaw", Trace(steps=[Step("s", llm_calls=calls)])), None, "dualrag", 1.0)
+    assert Cost(**result["cost"]).reused_tokens == 256
+    assert Usage(**usage(result)).prompt_tokens_details.cached_tokens == 256
+    assert usage(result)["prompt_tokens"] == 400 and usage(result)["total_tokens"] == 407
