@@ -254,7 +254,7 @@ class OVLLM:
                     self._cancel(rid)
                     observer.check()
         latency = time.perf_counter() - start
-        self.ledger.record(ids + new_ids)
+        self.ledger.record(ids + new_ids[:-1])  # the last token sampled was never run through the model
         ended = bool(new_ids) and new_ids[-1] in self.eos_token_ids
         with self._tok_lock:
             raw = str(self.tokenizer.decode(new_ids[:-1] if ended else new_ids, skip_special_tokens=True))
