@@ -126,7 +126,8 @@ def ensure_index(folder: Path) -> Path:
 
 def method_seconds(method: str, llm_spec: str, llm_opts: list[str], index: Path, questions: int,
                    concurrency: int) -> dict[str, Any]:
-    """Wall seconds per question of ``tandem eval qa`` and the run's fallback rate."""
+    """Wall seconds per question of ``tandem eval qa``, the run's fallback rate and the share of its prompt
+    tokens the engine's prefix cache served (``reused``; None where the backend reports none)."""
     with tempfile.TemporaryDirectory() as out:
         cmd = [sys.executable, "-m", "tandem.cli", "eval", "qa", "--method", method, "--dataset", str(DATASET),
                "--index", str(index), "--limit", str(questions), "--concurrency", str(concurrency),
@@ -141,7 +142,8 @@ def method_seconds(method: str, llm_spec: str, llm_opts: list[str], index: Path,
             return {"error": " ".join(text[text.rfind("error:"):].split()) if "error:" in text else text[-500:]}
         metrics = json.loads((Path(out) / "run" / "metrics.json").read_text())
     return {"s_per_q": wall / questions, "wall_s": wall, "em": metrics.get("em"), "f1": metrics.get("f1"),
-            "fallback_rate": metrics.get("fallback_rate"), "errors": metrics.get("errors")}
+            "fallback_rate": metrics.get("fallback_rate"), "errors": metrics.get("errors"),
+            "reused": metrics.get("reused_token_share")}
 
 
 def compare_runs(base: Path, new: Path) -> dict[str, Any]:
@@ -216,12 +218,13 @@ def table(rows: list[dict[str, Any]], hw: dict[str, float]) -> str:
             lines.append(f"| {r['engine']} | {r['prefill_tok_s']:.0f} ({r['prefill_tok_s'] / peak_tps:.2f}) | "
                          f"{r['decode1_tok_s']:.1f} ({r['decode1_tok_s'] / 100:.2f}) | "
                          f"{r['decode16_tok_s']:.0f} ({r['decode16_tok_s'] / 500:.2f}) |")
-    lines += ["", "| engine | method | concurrency | questions | s / question | EM | F1 | fallback rate |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines += ["", "| engine | method | concurrency | questions | s / question | EM | F1 | fallback rate | prompt reused |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if "s_per_q" in r:
+            reused = "-" if r.get("reused") is None else f"{r['reused']:.2f}"
             lines.append(f"| {r['engine']} | {r['method']} | {r['concurrency']} | {r['questions']} | "
-                         f"{r['s_per_q']:.1f} | {r['em']:.3f} | {r['f1']:.3f} | {r['fallback_rate']} |")
+                         f"{r['s_per_q']:.1f} | {r['em']:.3f} | {r['f1']:.3f} | {r['fallback_rate']} | {reused} |")
     return "\n".join(lines)
 
 
