@@ -59,13 +59,15 @@ def blocks(spec: str) -> None:
 
     from tandem.llm import load_llm
 
-    llm = load_llm(spec, engine="openvino", num_threads=1)
+    llm = load_llm(spec, engine="openvino", num_threads=1)  # prepares the model once and gives its folder
+    folder = llm.path
+    llm.close()
     import openvino_genai as ovg
 
     scheduler = ovg.SchedulerConfig()
     scheduler.enable_prefix_caching, scheduler.cache_size = True, 1
     scheduler.max_num_seqs, scheduler.max_num_batched_tokens, scheduler.dynamic_split_fuse = 4, 256, True
-    pipe = ovg.ContinuousBatchingPipeline(llm.path, scheduler, "CPU", {"INFERENCE_NUM_THREADS": 1})
+    pipe = ovg.ContinuousBatchingPipeline(folder, scheduler, "CPU", {"INFERENCE_NUM_THREADS": 1})
     config = ovg.GenerationConfig()
     config.max_new_tokens = 1
     ids = itertools.count()

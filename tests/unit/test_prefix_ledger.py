@@ -75,3 +75,32 @@ def test_an_answers_cost_and_the_openai_usage_carry_the_reused_tokens():
     assert Cost(**result["cost"]).reused_tokens == 256
     assert Usage(**usage(result)).prompt_tokens_details.cached_tokens == 256
     assert usage(result)["prompt_tokens"] == 400 and usage(result)["total_tokens"] == 407
+
+
+def test_a_reply_of_an_engine_replaced_meanwhile_is_not_recorded():
+    ledger = PrefixLedger(block_size=2)
+    epoch = ledger.epoch
+    ledger.clear()  # the engine process was replaced while the request ran
+    ledger.record([1, 2, 3, 4], epoch)
+    assert ledger.reusable([1, 2, 3, 4, 5]) == 0
+    ledger.record([1, 2, 3, 4], ledger.epoch)
+    assert ledger.reusable([1, 2, 3, 4, 5]) == 4
+
+
+def test_replayed_replies_and_odd_server_counts_report_no_reuse(tmp_path):
+    from tandem.llm.base import LLMRequest
+    from tandem.llm.cache import CachedLLM
+    from tandem.llm.openai_compat import _cached_tokens
+
+    class Reusing:
+        spec, name = "fake:reuse", "reuse"
+
+        def complete(self, req):
+            return LLMResponse("a", 10, 1, 0.1, "stop", "reuse", reused_tokens=8)
+
+    llm = CachedLLM(Reusing(), tmp_path / "c.sqlite")
+    req = LLMRequest.from_prompt("q", max_tokens=4)
+    assert llm.complete(req).reused_tokens == 8 and llm.complete(req).reused_tokens == 0  # the replay computed nothing
+    assert _cached_tokens({"prompt_tokens_details": {"cached_tokens": "x"}}) == 0
+    assert _cached_tokens({"prompt_tokens_details": None}) == 0 and _cached_tokens({}) == 0
+    assert _cached_tokens({"prompt_tokens_details": {"cached_tokens": 7}}) == 7

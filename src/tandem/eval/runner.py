@@ -169,7 +169,7 @@ def prefix_reuse(rows: Sequence[dict[str, dict[str, int]]]) -> dict[str, Any]:
     per_role = merge_protocol(list(rows), keys=REUSE_KEYS)
     prompt = sum(c["prompt_tokens"] for c in per_role.values())
     reused = sum(c["reused_tokens"] for c in per_role.values())
-    if not reused:
+    if not reused or not prompt:
         return {}
     return {"reused_token_share": reused / prompt,
             "reuse": {role: {**c, "share": round(c["reused_tokens"] / c["prompt_tokens"], 4) if c["prompt_tokens"] else 0.0}

@@ -78,7 +78,8 @@ class CachedLLM:
         if row is not None:
             with self._lock:
                 self.hits += 1
-            return replace(LLMResponse.from_dict(json.loads(row[0])), cached=True)
+            # replayed: no engine computed it, so none of its prompt came from a prefix cache either
+            return replace(LLMResponse.from_dict(json.loads(row[0])), cached=True, reused_tokens=0)
         with self._lock:
             self.misses += 1
         resp = self.inner.complete(req)

@@ -45,6 +45,16 @@ DEFAULT_CONTEXT_WINDOW = 32768
 log = logging.getLogger("tandem.llm")
 
 
+def _cached_tokens(usage: dict[str, Any]) -> int:
+    """Prompt tokens a server says came from its prefix cache (``usage.prompt_tokens_details.cached_tokens``:
+    OpenAI; vLLM started with ``--enable-prompt-tokens-details``); 0 where it says nothing usable."""
+    details = usage.get("prompt_tokens_details")
+    try:
+        return max(int(details.get("cached_tokens") or 0), 0) if isinstance(details, dict) else 0
+    except (TypeError, ValueError):
+        return 0
+
+
 class _RetryableError(Exception):
     """Internal: one attempt failed in a way worth retrying; ``kind`` picks the retry budget."""
 
@@ -312,12 +322,12 @@ class OpenAILLM:
         if hit_stop:
             reason = "stop"
         usage = data.get("usage") or {}
-        details = usage.get("prompt_tokens_details") or {}  # vLLM, OpenAI: tokens from the prefix cache
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
         return LLMResponse(
             text=text,
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            prompt_tokens=prompt_tokens,
             completion_tokens=int(usage.get("completion_tokens") or 0),
-            reused_tokens=int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0,
+            reused_tokens=min(_cached_tokens(usage), prompt_tokens),
             latency_s=latency,
             finish_reason=reason,
             model=str(data.get("model") or self.name),

@@ -243,8 +243,7 @@ class OVLLM:
                         relaxed=constrained and req.temperature == 0 and self._token_bytes is not None)
         start = time.perf_counter()
         observer = current_observer()
-        reused = self.ledger.reusable(ids)
-        rid, future = self._submit(ids, params)
+        rid, future, reused, epoch = self._submit(ids, params)
         while True:
             try:  # wake now and then: a Ctrl-C that the OS gave to another thread is raised here
                 new_ids, _status = future.result(timeout=0.5)
@@ -254,7 +253,7 @@ class OVLLM:
                     self._cancel(rid)
                     observer.check()
         latency = time.perf_counter() - start
-        self.ledger.record(ids + new_ids[:-1])  # the last token sampled was never run through the model
+        self.ledger.record(ids + new_ids[:-1], epoch)  # the last token sampled never ran through the model
         ended = bool(new_ids) and new_ids[-1] in self.eos_token_ids
         with self._tok_lock:
             raw = str(self.tokenizer.decode(new_ids[:-1] if ended else new_ids, skip_special_tokens=True))
@@ -295,7 +294,8 @@ class OVLLM:
             self._finalizer.detach()  # the engine it stopped has ended
         self._finalizer = weakref.finalize(self, worker.kill)
 
-    def _submit(self, ids: list[int], params: Params) -> tuple[int, Future[tuple[list[int], str]]]:
+    def _submit(self, ids: list[int], params: Params) -> tuple[int, Future[tuple[list[int], str]], int, int]:
+        """Send a request (a new engine if it had ended): its id, reply, reusable prompt tokens, ledger epoch."""
         future: Future[tuple[list[int], str]] = Future()
         with self._lock:
             if self._closed:
@@ -303,7 +303,7 @@ class OVLLM:
             if not self._worker.alive:
                 log.warning("%s: the engine process had ended (%s); starting a new one", self.spec, self._worker.ended)
                 self._start()
-            rid = next(self._ids)
+            rid, reused, epoch = next(self._ids), self.ledger.reusable(ids), self.ledger.epoch
             self._waiting[rid] = future
             try:
                 self._worker.send(("job", rid, ids, params))
@@ -311,7 +311,7 @@ class OVLLM:
                 del self._waiting[rid]
                 raise LLMError(f"{self.spec}: the engine process is gone ({exc}); the next request starts a new one") \
                     from exc
-        return rid, future
+        return rid, future, reused, epoch
 
     def _cancel(self, rid: int) -> None:
         """Stop waiting for request ``rid`` and have the engine drop it from its batch."""

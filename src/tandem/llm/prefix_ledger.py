@@ -8,9 +8,11 @@ always computed (its logits start the reply). Blocks are evicted least recently 
 The engine reports none of this, so :class:`PrefixLedger` follows the same rule on the token ids sent to it
 and counts, per request, the prompt tokens it could take from the cache (``reused_tokens`` in the trace).
 
-The count is a lower bound and an estimate: whole blocks only (the engine may also restore a partly
-filled last block), a sequence's blocks counted as cached once it has finished (not while a request beside
-it still prefills them), and eviction modelled on the block count the cache's size allows. Why our own
+The count is an estimate, a lower bound except under memory pressure: whole blocks only (the engine may
+also restore a partly filled last block), a sequence's blocks counted as cached once it has finished
+(not while a request beside it still prefills them), and eviction modelled on the block count the
+cache's size allows, less nothing for the blocks running sequences hold (with many long requests in
+flight the engine evicts sooner than the ledger does, and the count can then be too high). Why our own
 and not a library: the engine keeps no counter, and the rule is a few lines over token ids. On the
 2-core AVX2 machine a prompt whose first 992 of 1,024 tokens were sent before took as long as 32 new
 tokens, so the CPU plugin's blocks are 32 tokens (``python benchmarks/prefix_reuse.py --blocks``).
@@ -40,6 +42,8 @@ class PrefixLedger:
         self.block_size, self.capacity = block_size, capacity
         self._blocks: OrderedDict[int, None] = OrderedDict()
         self._lock = threading.Lock()
+        #: bumped by :meth:`clear`: a reply computed by an engine before it was replaced is not recorded
+        self.epoch = 0
 
     def _hashes(self, ids: Sequence[int]) -> list[int]:
         """The chained hash of each whole block of ``ids`` (block i's covers tokens 0 .. end of block i)."""
@@ -61,9 +65,13 @@ class PrefixLedger:
                 found += 1
         return min(found * self.block_size, max(len(ids) - 1, 0))
 
-    def record(self, ids: Sequence[int]) -> None:
-        """Note that the engine has computed ``ids`` (a prompt and its reply): their whole blocks are cached."""
+    def record(self, ids: Sequence[int], epoch: int | None = None) -> None:
+        """Note that the engine has computed ``ids`` (a prompt and its reply): their whole blocks are cached.
+        ``epoch``: the ledger's epoch when the request was sent; a reply of an engine since replaced
+        (the epoch moved on) is left out."""
         with self._lock:
+            if epoch is not None and epoch != self.epoch:
+                return
             for h in self._hashes(ids):
                 self._blocks[h] = None
                 self._blocks.move_to_end(h)
@@ -74,6 +82,7 @@ class PrefixLedger:
         """Forget every block (the engine restarted with an empty cache)."""
         with self._lock:
             self._blocks.clear()
+            self.epoch += 1
 
     def __len__(self) -> int:
         return len(self._blocks)

@@ -167,7 +167,7 @@ class FakeOpenAIServer:
         with self._lock:  # a prefix cache over words: the most leading words an earlier prompt shares
             cached = max((next((i for i, (a, b) in enumerate(zip(said, seen, strict=False)) if a != b), min(len(said), len(seen)))
                           for seen in self.prompts), default=0)
-            self.prompts.append(said)
+            self.prompts = [*self.prompts[-63:], said]  # the last 64, as a cache of bounded size
         return {
             "id": f"chatcmpl-{self.count}",
             "object": "chat.completion",

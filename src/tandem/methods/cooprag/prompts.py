@@ -170,8 +170,8 @@ ONE_CALL_SYSTEM = compact_json_examples((
 
 
 #: ``shared_context``: one system message for steps (iv) and (v), each call's task named after the context
-SHARED_SYSTEM = ("You work on a question from documents in two turns. When the message ends with "
-                 f"'Masked Chain:': {COMPLETE_SYSTEM}\nWhen it ends with '{ANSWER}': {ANSWER_SYSTEM}")
+SHARED_SYSTEM = ("You work on a question from documents in two turns. When the last line starts with "
+                 f"'Masked Chain:': {COMPLETE_SYSTEM}\nWhen the message ends with '{ANSWER}': {ANSWER_SYSTEM}")
 
 
 def complete_messages(question: str, sub_questions: Sequence[str], chain: Sequence[Triple],

@@ -82,7 +82,7 @@ class Outline:
     """The Knowledge Outline: entity -> Knowledge, in first-seen order."""
 
     entries: dict[str, Knowledge] = field(default_factory=dict)
-    #: doc ids read by entities removed for want of content (their supports, kept unless ``forget_dropped``)
+    #: doc ids read by entities removed for want of content, by casefolded name (kept unless ``forget_dropped``)
     dropped: dict[str, list[str]] = field(default_factory=dict)
     forget_dropped: bool = False
 
@@ -99,7 +99,7 @@ class Outline:
     def unread(self, entity: str, docs: Sequence[Document]) -> list[Document]:
         """The docs ``entity`` has not read (a removed entity's reads count, unless ``forget_dropped``)."""
         seen = set(self.entries[entity].supports) if entity in self.entries else set()
-        seen.update(self.dropped.get(entity, ()))
+        seen.update(self.dropped.get(entity.casefold(), ()))
         return [d for d in docs if d.id not in seen]
 
     def aggregate(self, entity: str, content: str, doc_ids: Sequence[str]) -> bool:
@@ -113,7 +113,7 @@ class Outline:
         elif not entry.summaries:
             del self.entries[entity]
             if not self.forget_dropped:
-                self.dropped.setdefault(entity, []).extend(entry.supports)
+                self.dropped.setdefault(entity.casefold(), []).extend(entry.supports)
         return keep
 
     def snapshot(self) -> dict[str, list[str]]:
