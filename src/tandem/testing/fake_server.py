@@ -13,6 +13,7 @@ largest number in flight at once, so tests can check a client's concurrency boun
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 import time
@@ -86,7 +87,7 @@ class FakeOpenAIServer:
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.count = 0
-        self.prompts: list[list[str]] = []  # each request's prompt words, for the cached_tokens it reports
+        self.prompts: list[list[str]] = []  # the last 8 requests' prompt words, for the cached_tokens it reports
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -164,10 +165,9 @@ class FakeOpenAIServer:
             text, finish = " ".join(words[:limit]), "length"
         said = [w for m in body.get("messages", []) for w in str(m.get("content", "")).split()]
         prompt_tokens = len(said)
-        with self._lock:  # a prefix cache over words: the most leading words an earlier prompt shares
-            cached = max((next((i for i, (a, b) in enumerate(zip(said, seen, strict=False)) if a != b), min(len(said), len(seen)))
-                          for seen in self.prompts), default=0)
-            self.prompts = [*self.prompts[-63:], said]  # the last 64, as a cache of bounded size
+        with self._lock:  # a small prefix cache over words: the last 8 prompts
+            recent, self.prompts = self.prompts, [*self.prompts[-7:], said]
+        cached = max((len(os.path.commonprefix([said, seen])) for seen in recent), default=0)
         return {
             "id": f"chatcmpl-{self.count}",
             "object": "chat.completion",
