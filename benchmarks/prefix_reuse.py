@@ -19,14 +19,14 @@ import re
 import time
 from pathlib import Path
 
-from tandem.types import REUSE_KEYS, merge_protocol
+from tandem.eval.runner import prefix_reuse
 
 
 def run_figures(run: Path) -> dict:
     """Per-role reuse over a run's answered questions, and the Summarizer's document slots (DualRAG)."""
     rows = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines() if line.strip()]
     rows = [r for r in rows if "error" not in r]
-    per_role = merge_protocol([r.get("reuse") or {} for r in rows], keys=REUSE_KEYS)
+    reuse = prefix_reuse([r.get("reuse") or {} for r in rows])  # the run summary's own figures
     slots, pairs = 0, 0
     for r in rows:
         seen: set[tuple[str, str]] = set()
@@ -40,13 +40,11 @@ def run_figures(run: Path) -> dict:
                 slots += len(docs)
                 seen.update(((entity.group(1).casefold() if entity else ""), d) for d in docs)
         pairs += len(seen)
-    prompt = sum(c["prompt_tokens"] for c in per_role.values())
+    prompt = sum(c["prompt_tokens"] for c in reuse.get("reuse", {}).values())
     return {
         "run": str(run), "questions": len(rows),
         "prompt_tokens_per_q": round(prompt / max(len(rows), 1)),
-        "reused_share": round(sum(c["reused_tokens"] for c in per_role.values()) / prompt, 3) if prompt else None,
-        "by_role": {role: {**c, "share": round(c["reused_tokens"] / c["prompt_tokens"], 3) if c["prompt_tokens"] else None}
-                    for role, c in per_role.items()},
+        "reused_share": reuse.get("reused_token_share"), "by_role": reuse.get("reuse", {}),
         "seconds_per_q": round(sum(r["seconds"] for r in rows) / max(len(rows), 1), 1),
         "summarizer_doc_slots": slots, "summarizer_distinct_entity_docs": pairs,
     }
