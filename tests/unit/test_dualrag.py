@@ -509,6 +509,24 @@ def test_while_nothing_is_read_the_question_is_searched_too(search):
     assert ans.trace.steps[1].notes["entities"] == {"Warsaw": ["Warsaw river"]}
 
 
+def test_the_questions_own_hits_lead_what_else_reads_whatever_the_reranker_makes_of_them(search):
+    """What NativeRAG reads (the run's retriever, the question, top question_docs) is read at the first step
+    even where the reranker of the keyword pool would put it below k; question_docs=0: the pool alone."""
+    native = [h.doc_id for h in search.retriever.search(QUESTION.text, 2)]
+
+    def first_else(**hyper) -> list[str]:
+        roles = Roles(reasoner=[think("need Marie Curie"), think("done", False)],
+                      entity=[plan((P.ELSE_ENTITY, ["Vistula river"]))], summarizer=["Marie Curie was born in Warsaw."])
+        ans = roles.method(search, question_query=True, k=2, reranker=RecordingReranker(), **hyper).answer(QUESTION)
+        return ans.trace.steps[0].notes["hits"][P.ELSE_ENTITY]
+
+    assert first_else(question_docs=2) == native  # both lead, the reversed pool fills nothing more of k=2
+    led = first_else(question_docs=1)
+    assert led[0] == native[0] and len(led) == 2
+    assert first_else(question_docs=3)[:2] == native[:2]  # more than k: all of them, k grows to question_docs
+    assert first_else(question_docs=0) != native  # the reranker's own order (it reverses the pool)
+
+
 def test_an_empty_outline_has_the_answer_read_the_best_passages_read_unless_told_otherwise(search):
     def roles() -> Roles:
         return Roles(reasoner=[think("I need the birthplace of Marie Curie."), think("still nothing", False)],

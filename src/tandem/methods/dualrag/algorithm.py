@@ -13,6 +13,8 @@
         for entity, keywords in plan:
             pool <- union by doc id of retrieve(keyword, candidates=50) for each keyword
             docs <- rerank(entity name, pool)[:10]        (cross-encoder: logits <= min_score dropped)
+            if entity = else and question in keywords:   (question_docs: what NativeRAG reads comes first)
+                docs <- (retrieve(question)[:question_docs] + docs)[:max(10, question_docs)]
             unread <- docs not in outline[entity].supports
             summary <- Summarizer(question, thoughts, entity, keywords, unread)
             outline[entity] += summary, unless summary is None/empty; an entity left empty is removed
@@ -145,7 +147,8 @@ class DualRAG:
     name = "dualrag"
 
     def __init__(self, llm: LLM, search: Search, settings: DualRAGSettings | None = None, *,
-                 reranker: Reranker | None = None, role_llms: Mapping[str, LLM] | None = None) -> None:
+                 reranker: Reranker | None = None, role_llms: Mapping[str, LLM] | None = None,
+                 question_search: Search | None = None) -> None:
         s = settings or DualRAGSettings()
         _check_roles(role_llms or {})
         self.llms = {role: (role_llms or {}).get(role, llm) for role in P.ROLES}
@@ -154,7 +157,8 @@ class DualRAG:
         self.max_iter, self.candidates, self.k = s.max_iter, s.candidates, s.k
         self.use_reasoner, self.use_entity_identifier, self.use_outline = s.use_reasoner, s.use_entity_identifier, s.use_outline
         self.knowledge_first, self.stop_when_stuck = s.knowledge_first, s.stop_when_stuck
-        self.question_query = s.question_query
+        self.question_query, self.question_docs = s.question_query, s.question_docs
+        self.question_search = question_search or search  # the run's own retriever: NativeRAG's first stage
         self.answer_style, self.max_entities, self.temperature = s.answer_style, s.max_entities, s.temperature
         self.send_schema, self.parallel_summaries = s.send_schema, s.parallel_summaries
         self.empty_outline, self.empty_outline_docs = s.empty_outline, s.empty_outline_docs
@@ -178,10 +182,12 @@ class DualRAG:
             if not need_retrieve:
                 break
             plan = self._identify(step, outline, question.text, thoughts)
+            first: list[Hit] = []
             if self.question_query and not outline.entries:  # nothing read yet: the question itself is searched too
                 plan = self._with_question(plan, question.text)
+                first = self.question_search.retriever.search(question.text, self.question_docs) if self.question_docs else []
             step.notes.update(entities=dict(plan), hits={}, summaries={})
-            read = self._aggregate(trace, step, outline, question.text, thoughts, plan)
+            read = self._aggregate(trace, step, outline, question.text, thoughts, plan, first)
             step.notes["outline"] = outline.render()
             if self.stop_when_stuck and not read and thoughts[-2:-1] == thoughts[-1:]:
                 step.notes["stopped"] = "stuck: the thought repeats and no new document was read"
@@ -252,40 +258,49 @@ class DualRAG:
 
     # -- RaQ retrieval + pKA for one entity -----------------------------------------------------
 
-    def _retrieve(self, entity: str, keywords: list[str]) -> list[Hit]:
-        """Top-``candidates`` per keyword, union by id, rerank with the entity name, keep ``k``."""
+    def _retrieve(self, entity: str, keywords: list[str], first: Sequence[Hit] = ()) -> list[Hit]:
+        """Top-``candidates`` per keyword, union by id, rerank with the entity name, keep ``k``; ``first`` (the
+        question's own hits, for "else") lead the list whatever the reranker makes of them."""
         pool = union_by_id(self.search.retriever.search_batch(keywords, self.candidates))
         if self.reranker is None:
-            return pool[: self.k]
-        query = "; ".join(keywords) if entity == P.ELSE_ENTITY else entity  # "else" names nothing to rank by
-        return self.reranker.rerank(query, pool, self.k)
+            ranked = pool[: self.k]
+        else:
+            query = "; ".join(keywords) if entity == P.ELSE_ENTITY else entity  # "else" names nothing to rank by
+            ranked = self.reranker.rerank(query, pool, self.k)
+        if not first:
+            return ranked
+        pinned = {h.doc_id for h in first}
+        return [*first, *(h for h in ranked if h.doc_id not in pinned)][: max(self.k, len(first))]
 
     def _aggregate(self, trace: Trace, step: Step, outline: Outline, question: str, thoughts: list[str],
-                   plan: list[tuple[str, list[str]]]) -> bool:
+                   plan: list[tuple[str, list[str]]], first: Sequence[Hit] = ()) -> bool:
         """pKA for each entity of the plan, in its order: retrieve, keep the docs its outline entry has not
         read, summarize them, add the notes to the outline. Each entity has an entry of its own, so its
         Summarizer call depends on no other entity's: where the Summarizer's LLM batches concurrent requests
         they are sent at once (``parallel_summaries``) and recorded in the plan's order: given the same replies,
-        a step that succeeds has the trace and outline of the calls sent one by one. True when a document was read."""
+        a step that succeeds has the trace and outline of the calls sent one by one. ``first``: the question's own
+        hits, read first by "else". True when a document was read."""
         read = False
         if not self.use_outline:  # the raw documents, unstructured, in one bucket: each entity reads after the last
             for entity, keywords in plan:
-                unread = self._read(trace, step, outline, P.RAW_DOCS_ENTITY, entity, keywords)
+                unread = self._read(trace, step, outline, P.RAW_DOCS_ENTITY, entity, keywords,
+                                    first if entity == P.ELSE_ENTITY else ())
                 if unread:
                     read = True
                     self._keep(step, outline, P.RAW_DOCS_ENTITY, entity, "\n\n".join(P.render_doc(d) for d in unread),
                                unread)
             return read
         todo = [(entity, keywords, unread) for entity, keywords in plan
-                if (unread := self._read(trace, step, outline, entity, entity, keywords))]
+                if (unread := self._read(trace, step, outline, entity, entity, keywords,
+                                         first if entity == P.ELSE_ENTITY else ()))]
         for (entity, _keywords, unread), content in zip(todo, self._summarize(step, question, thoughts, todo), strict=True):
             self._keep(step, outline, entity, entity, content, unread)
         return bool(todo)
 
     def _read(self, trace: Trace, step: Step, outline: Outline, bucket: str, entity: str,
-              keywords: list[str]) -> list[Document]:
+              keywords: list[str], first: Sequence[Hit] = ()) -> list[Document]:
         """Retrieve for ``entity`` (recorded in the step) and return the docs ``bucket`` has not read yet."""
-        hits = self._retrieve(entity, keywords)
+        hits = self._retrieve(entity, keywords, first)
         step.queries += keywords
         step.hits += hits
         step.notes["hits"][entity] = [h.doc_id for h in hits]
@@ -346,9 +361,9 @@ class DualRAG:
 def build(parts: Parts, s: DualRAGSettings) -> DualRAG:
     """DualRAG over the index's search (its dense part for keywords unless ``keyword_retriever="index"``),
     with the settings' reranker and role LLMs."""
-    search = parts.need_search("dualrag")
+    search = native = parts.need_search("dualrag")
     if s.keyword_retriever == "dense" and s.first_stage == "index":
         search = dense_search(parts, search)
     search, reranker = read_with_reranker(parts, "dualrag", s, search, same_query=False)  # keywords retrieve,
     return DualRAG(parts.llm, search, s, reranker=reranker,                               # the entity reranks
-                   role_llms=load_role_llms(parts.llm, s.role_llms))
+                   role_llms=load_role_llms(parts.llm, s.role_llms), question_search=native)
