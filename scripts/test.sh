@@ -22,4 +22,4 @@ fi
 . .venv/bin/activate
 # lint first (pyproject.toml [tool.ruff]): a finding fails the run before the tests
 python -m ruff check src tests benchmarks scripts
-python -m pytest tests -q "$@"
+python -m pytest tests -q --durations=25 "$@"  # the slowest 25: where CI's time goes
