@@ -44,13 +44,20 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-1.5b", help="a ladder name (installed)")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--n-batch", type=int, nargs="+", default=[512, 256], help="llama.cpp batch sizes to try")
+    parser.add_argument("--n-batch", type=int, nargs="*", default=[512, 256],
+                        help="llama.cpp batch sizes to try (none: llama.cpp is left out)")
+    parser.add_argument("--ov-variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                        help="one more OpenVINO engine with these local options (JSON values), e.g. "
+                             "dynamic_quantization=32; repeatable")
     parser.add_argument("--question", type=int, default=20, help="the dev500 question whose passages are read")
     parser.add_argument("--data", type=Path, default=DATA)
     args = parser.parse_args()
     rows = [json.loads(line) for line in args.data.open(encoding="utf-8")]
     row = rows[args.question]
     engines = {"openvino": load_llm(f"local:{args.model}", num_threads=args.threads)}
+    for variant in args.ov_variant:
+        options = {k: json.loads(v) for k, v in (item.split("=", 1) for item in variant.split(","))}
+        engines[f"openvino {variant}"] = load_llm(f"local:{args.model}", num_threads=args.threads, **options)
     path = str(gguf_path(args.model))
     for nb in args.n_batch:
         engines[f"llamacpp n_batch={nb}"] = load_llm(f"llamacpp:{path}", n_threads=args.threads, n_batch=nb)
