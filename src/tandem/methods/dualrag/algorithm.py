@@ -14,7 +14,7 @@
             pool <- union by doc id of retrieve(keyword, candidates=50) for each keyword
             docs <- rerank(entity name, pool)[:10]        (cross-encoder: logits <= min_score dropped)
             if entity = else and question in keywords:   (question_docs: what NativeRAG reads comes first)
-                docs <- (retrieve(question)[:question_docs] + docs)[:max(10, question_docs)]
+                docs <- (retrieve(question)[:question_docs] + docs)[:10]
             unread <- docs not in outline[entity].supports
             summary <- Summarizer(question, thoughts, entity, keywords, unread)
             outline[entity] += summary, unless summary is None/empty; an entity left empty is removed
@@ -270,7 +270,7 @@ class DualRAG:
         if not first:
             return ranked
         pinned = {h.doc_id for h in first}
-        return [*first, *(h for h in ranked if h.doc_id not in pinned)][: max(self.k, len(first))]
+        return [*first, *(h for h in ranked if h.doc_id not in pinned)][: self.k]
 
     def _aggregate(self, trace: Trace, step: Step, outline: Outline, question: str, thoughts: list[str],
                    plan: list[tuple[str, list[str]]], first: Sequence[Hit] = ()) -> bool:

@@ -37,7 +37,7 @@ class DualRAGSettings(RerankSettings):
                                                    "its keywords only, as the paper")
     question_docs: int = Field(5, ge=0, description="with question_query, while nothing is read: the run's "
                                                     "retriever's top question_docs passages for the question "
-                                                    "(what NativeRAG reads, its k) lead 'else''s documents "
+                                                    "(what NativeRAG reads, its k) lead 'else''s k documents "
                                                     "whatever the reranker makes of them; 0: the question is "
                                                     "one more keyword only")
     stop_when_stuck: bool = Field(True, description="answer once a step repeats the last thought and reads no "
