@@ -260,7 +260,8 @@ class DualRAG:
 
     def _retrieve(self, entity: str, keywords: list[str], first: Sequence[Hit] = ()) -> list[Hit]:
         """Top-``candidates`` per keyword, union by id, rerank with the entity name, keep ``k``; ``first`` (the
-        question's own hits, for "else") lead the list whatever the reranker makes of them."""
+        question's own hits) lead the list of "else" whatever the reranker makes of them."""
+        first = first if entity == P.ELSE_ENTITY else ()
         pool = union_by_id(self.search.retriever.search_batch(keywords, self.candidates))
         if self.reranker is None:
             ranked = pool[: self.k]
@@ -283,16 +284,14 @@ class DualRAG:
         read = False
         if not self.use_outline:  # the raw documents, unstructured, in one bucket: each entity reads after the last
             for entity, keywords in plan:
-                unread = self._read(trace, step, outline, P.RAW_DOCS_ENTITY, entity, keywords,
-                                    first if entity == P.ELSE_ENTITY else ())
+                unread = self._read(trace, step, outline, P.RAW_DOCS_ENTITY, entity, keywords, first)
                 if unread:
                     read = True
                     self._keep(step, outline, P.RAW_DOCS_ENTITY, entity, "\n\n".join(P.render_doc(d) for d in unread),
                                unread)
             return read
         todo = [(entity, keywords, unread) for entity, keywords in plan
-                if (unread := self._read(trace, step, outline, entity, entity, keywords,
-                                         first if entity == P.ELSE_ENTITY else ()))]
+                if (unread := self._read(trace, step, outline, entity, entity, keywords, first))]
         for (entity, _keywords, unread), content in zip(todo, self._summarize(step, question, thoughts, todo), strict=True):
             self._keep(step, outline, entity, entity, content, unread)
         return bool(todo)
