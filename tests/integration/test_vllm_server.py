@@ -101,6 +101,8 @@ def test_methods_end_to_end_with_schema_decoding(vllm, dev, method, settings):
         else:
             assert not structured  # the baselines' replies are text
         assert isinstance(answer.text, str) and answer.trace.docs_read
+        if method == "dualrag":  # a role's instructions come first in each of its calls: the server's prefix cache
+            assert sum(c.reused_tokens for c in calls) > 0, [c.reused_tokens for c in calls]
 
 
 def test_r2ag_prompt_embeddings_match_in_process_injection(vllm, dev):

@@ -34,6 +34,23 @@ def test_the_least_recently_used_blocks_go_when_the_cache_is_full():
         PrefixLedger(block_size=0)
 
 
+def test_the_blocks_running_requests_hold_leave_the_cache_less_room():
+    ledger = PrefixLedger(block_size=2, capacity=4)
+    ledger.record([1, 2, 3, 4, 5, 6])  # 3 blocks
+    with ledger.holding(3) as held:  # a running request: 3 new slots = 2 blocks, so 2 are left to the cache
+        assert held == 2 and len(ledger) == 2 and ledger.reusable([1, 2, 3, 4, 0]) == 0  # the oldest went first
+        assert ledger.reusable([3, 4]) == 0  # a block counts only with its whole prefix
+        ledger.record([7, 8, 9, 10])
+        assert len(ledger) == 2
+    ledger.record([11, 12, 13, 14])  # ended: the cache has its whole room again
+    assert len(ledger) == 4 and ledger.reusable([7, 8, 9, 10, 0]) == 4
+    with pytest.raises(RuntimeError, match="killed"), ledger.holding(100):  # a failed request gives its blocks back
+        assert len(ledger) == 0
+        raise RuntimeError("killed")
+    ledger.record([1, 2, 3, 4])
+    assert ledger.reusable([1, 2, 3, 4, 0]) == 4
+
+
 def test_kv_block_capacity_from_a_transformers_config():
     qwen_15b = {"num_hidden_layers": 28, "num_attention_heads": 12, "num_key_value_heads": 2, "hidden_size": 1536}
     # 28 layers x (K and V) x 2 heads x 128 values x 1 byte (u8) x 32 tokens = 458,752 bytes a block

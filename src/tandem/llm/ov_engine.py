@@ -43,13 +43,7 @@ from typing import Any
 from tandem.errors import ConfigError, LLMError
 from tandem.llm.base import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
 from tandem.llm.cpus import idle_cpus
-from tandem.llm.hf import (
-    HFLLM,
-    JSON_MODES,
-    chat_token_ids,
-    end_of_turn_ids,
-    requested_threads,
-)
+from tandem.llm.hf import HFLLM, JSON_MODES, chat_token_ids, end_of_turn_ids, requested_threads
 from tandem.llm.ov_process import EngineProcess
 from tandem.llm.ov_worker import Params, Stats
 from tandem.llm.prefix_ledger import PrefixLedger, kv_block_capacity
@@ -244,14 +238,15 @@ class OVLLM:
         start = time.perf_counter()
         observer = current_observer()
         rid, future, reused, epoch = self._submit(ids, params)
-        while True:
-            try:  # wake now and then: a Ctrl-C that the OS gave to another thread is raised here
-                new_ids, _status = future.result(timeout=0.5)
-                break
-            except TimeoutError:
-                if observer is not None and observer.cancelled.is_set():  # the question was cancelled
-                    self._cancel(rid)
-                    observer.check()
+        with self.ledger.holding(len(ids) - reused + params.max_tokens):  # its blocks leave the cache's room
+            while True:
+                try:  # wake now and then: a Ctrl-C that the OS gave to another thread is raised here
+                    new_ids, _status = future.result(timeout=0.5)
+                    break
+                except TimeoutError:
+                    if observer is not None and observer.cancelled.is_set():  # the question was cancelled
+                        self._cancel(rid)
+                        observer.check()
         latency = time.perf_counter() - start
         self.ledger.record(ids + new_ids[:-1], epoch)  # the last token sampled never ran through the model
         ended = bool(new_ids) and new_ids[-1] in self.eos_token_ids

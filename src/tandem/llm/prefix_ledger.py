@@ -11,8 +11,8 @@ and counts, per request, the prompt tokens it could take from the cache (``reuse
 The count is an estimate, a lower bound except under memory pressure: whole blocks only (the engine may
 also restore a partly filled last block), a sequence's blocks counted as cached once it has finished
 (not while a request beside it still prefills them), and eviction modelled on the block count the
-cache's size allows, less nothing for the blocks running sequences hold (with many long requests in
-flight the engine evicts sooner than the ledger does, and the count can then be too high). Why our own
+cache's size allows less the blocks running sequences hold (:meth:`PrefixLedger.holding`: the prompt tokens
+not reused and the reply's budget, the most a request can take; the engine may free some sooner). Why our own
 and not a library: the engine keeps no counter, and the rule is a few lines over token ids. On the
 2-core AVX2 machine a prompt whose first 992 of 1,024 tokens were sent before took as long as 32 new
 tokens, so the CPU plugin's blocks are 32 tokens (``python benchmarks/prefix_reuse.py --blocks``).
@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 #: tokens per KV block of OpenVINO's CPU plugin (measured: the module docstring)
 BLOCK_SIZE = 32
@@ -41,6 +42,7 @@ class PrefixLedger:
             raise ValueError(f"block_size and capacity must be >= 1, got {block_size} and {capacity}")
         self.block_size, self.capacity = block_size, capacity
         self._blocks: OrderedDict[int, None] = OrderedDict()
+        self._held = 0  # blocks running sequences hold (not evictable, not yet reusable)
         self._lock = threading.Lock()
         #: bumped by :meth:`clear`: a reply computed by an engine before it was replaced is not recorded
         self.epoch = 0
@@ -75,8 +77,27 @@ class PrefixLedger:
             for h in self._hashes(ids):
                 self._blocks[h] = None
                 self._blocks.move_to_end(h)
-            while self.capacity is not None and len(self._blocks) > self.capacity:
-                self._blocks.popitem(last=False)
+            self._evict()
+
+    @contextmanager
+    def holding(self, tokens: int) -> Iterator[int]:
+        """While a request runs: it needs ``tokens`` new KV slots (its prompt tokens not reused and its reply's
+        budget), whose blocks leave the cache's room, so cached blocks are evicted, least recently used first,
+        where the two no longer fit; given back when it ends (done, cancelled or failed). Yields the blocks held."""
+        blocks = -(-max(tokens, 0) // self.block_size)
+        with self._lock:
+            self._held += blocks
+            self._evict()
+        try:
+            yield blocks
+        finally:
+            with self._lock:
+                self._held -= blocks
+
+    def _evict(self) -> None:
+        """Drop the least recently used blocks beyond what the cache holds beside the running sequences'."""
+        while self.capacity is not None and self._blocks and len(self._blocks) > max(self.capacity - self._held, 0):
+            self._blocks.popitem(last=False)
 
     def clear(self) -> None:
         """Forget every block (the engine restarted with an empty cache)."""

@@ -57,7 +57,8 @@ def vllm_command(folder: Path, name: str, *, python: str, host: str = "127.0.0.1
     """The command line that starts vLLM's OpenAI server on ``folder``."""
     return [python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder), "--served-model-name", name,
             "--host", host, "--port", str(port), "--dtype", dtype, "--max-model-len", str(max_model_len),
-            "--enable-prompt-embeds", "--structured-outputs-config", STRUCTURED_OUTPUTS, *extra]
+            "--enable-prompt-embeds", "--enable-prompt-tokens-details",  # usage says the prefix cache's tokens
+            "--structured-outputs-config", STRUCTURED_OUTPUTS, *extra]
 
 
 def server_env() -> dict[str, str]:
