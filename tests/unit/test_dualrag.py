@@ -451,7 +451,7 @@ def test_role_llms_and_settings(tmp_path, small_docs):
         build_method("dualrag", llm, search, reranker="cross_encoder")
     with pytest.raises(ConfigError, match="reranker"):
         build_method("dualrag", llm, search, reranker="colbert")
-    with pytest.raises(ConfigError, match="unknown setting 'nonsense'; valid settings: \\['answer_style'"):
+    with pytest.raises(ConfigError, match="unknown setting 'nonsense'; valid settings: \\['answer_docs'"):
         build_method("dualrag", llm, search, nonsense=1)
     with pytest.raises(ConfigError, match="index"):
         build_method("dualrag", llm)
@@ -544,3 +544,26 @@ def test_an_empty_outline_has_the_answer_read_the_best_passages_read_unless_told
     paper = roles()
     ans = paper.method(search, empty_outline="none", knowledge_first=False).answer(QUESTION)
     assert "knowledge" not in ans.trace.steps[-1].notes and "## Knowledge\n\nNone" in paper.prompts("answer")[0]
+
+
+def test_the_answer_reads_the_outline_then_the_questions_own_hits_then_the_best_passages_read(search):
+    def roles() -> Roles:
+        return Roles(reasoner=[think("I need the birthplace of Marie Curie."), think("done", False)],
+                     entity=[plan(("Warsaw", ["Warsaw river"]))], summarizer=["Marie Curie was born in Warsaw.", "None"])
+
+    by_question, reads = RecordingReranker(), roles()
+    ans = reads.method(search, reranker=by_question, question_query=True, question_docs=1, answer_docs=2,
+                       k=3).answer(QUESTION)
+    final, asked = ans.trace.steps[-1], search.retriever.search(QUESTION.text, 1)
+    assert final.hits[0].doc_id == asked[0].doc_id and len(final.hits) == 2  # NativeRAG's first passage leads
+    assert by_question.queries[-1] == QUESTION.text  # the rest: the passages read, ranked for the question
+    assert {h.doc_id for h in final.hits} <= set(ans.trace.docs_read)
+    prompt = reads.prompts("answer")[0]
+    passages = "\n\n".join(f"##### {d.title}\n\n{d.text}" for d in map(search.store.get, (h.doc_id for h in final.hits)))
+    assert f"## Knowledge\n\n#### Warsaw\n\nMarie Curie was born in Warsaw.\n\n{passages}\n\n## Question" in prompt
+    assert "answer_docs" in final.notes["knowledge"] and "## Your reasoning" in prompt
+    terse = roles()
+    terse.method(search, answer_docs=0, answer_reasoning=False).answer(QUESTION)
+    prompt = terse.prompts("answer")[0]
+    assert "## Knowledge\n\n#### Warsaw\n\nMarie Curie was born in Warsaw.\n\n## Question" in prompt
+    assert "## Your reasoning" not in prompt and "birthplace" not in prompt

@@ -20,8 +20,9 @@
             outline[entity] += summary, unless summary is None/empty; an entity left empty is removed
                 (its supports stay recorded: its docs are not read again; forget_dropped: the authors' code)
         if nothing unread this step and thought = previous thought and stop_when_stuck: break
-    knowledge <- outline; if outline = {} and empty_outline = documents: the best docs read for the question
-    return Answer(knowledge, question, thoughts)
+    best <- (retrieve(question)[:question_docs] + rerank(question, docs read))   (what NativeRAG reads first)
+    knowledge <- outline + best[:answer_docs]; if outline = {}: best[:empty_outline_docs] (empty_outline = documents)
+    return Answer(knowledge, question, thoughts if answer_reasoning)
 
 The entities of one step have outline entries of their own, so their Summarizer calls are independent:
 on an LLM that batches concurrent requests (the embedded engine, a server) they are sent at once
@@ -162,6 +163,7 @@ class DualRAG:
         self.answer_style, self.max_entities, self.temperature = s.answer_style, s.max_entities, s.temperature
         self.send_schema, self.parallel_summaries = s.send_schema, s.parallel_summaries
         self.empty_outline, self.empty_outline_docs = s.empty_outline, s.empty_outline_docs
+        self.answer_docs, self.answer_reasoning = s.answer_docs, s.answer_reasoning
         self.forget_dropped = s.forget_dropped
         roles = {**P.STRUCTURED_ROLES, P.ENTITY_IDENTIFIER.name: P.entity_role(s.max_entities)}
         self.roles, self.max_tokens = role_budgets(roles, MAX_TOKENS, s.max_tokens, "DualRAG")
@@ -170,6 +172,7 @@ class DualRAG:
 
     def answer(self, question: Question) -> Answer:
         trace, outline, thoughts = Trace(), Outline(forget_dropped=self.forget_dropped), list[str]()
+        asked: list[Hit] = []  # the question's own hits (question_docs), once searched
         for i in range(1, self.max_iter + 1):
             step = trace.add(Step(f"iteration {i}"))
             thought, need_retrieve = self._reason(step, outline, question.text, thoughts, last=i == self.max_iter)
@@ -185,7 +188,8 @@ class DualRAG:
             first: list[Hit] = []
             if self.question_query and not outline.entries:  # nothing read yet: the question itself is searched too
                 plan = self._with_question(plan, question.text)
-                first = self.question_search.retriever.search(question.text, self.question_docs) if self.question_docs else []
+                first = asked = (self.question_search.retriever.search(question.text, self.question_docs)
+                                 if self.question_docs else [])
             step.notes.update(entities=dict(plan), hits={}, summaries={})
             read = self._aggregate(trace, step, outline, question.text, thoughts, plan, first)
             step.notes["outline"] = outline.render()
@@ -195,24 +199,32 @@ class DualRAG:
         final = trace.add(Step("answer", notes={"outline": outline.render()}))
         style = self.answer_style
         text = call_llm(self.llms["answer"], final, "answer",
-                        P.answer_messages(self._knowledge(trace, final, outline, question.text), question.text,
-                                          thoughts, style),
+                        P.answer_messages(self._knowledge(trace, final, outline, question.text, asked), question.text,
+                                          thoughts if self.answer_reasoning else None, style),
                         max_tokens=self.max_tokens["answer" if style == "short" else "answer:complete"],
                         temperature=self.temperature)
         return Answer(question.id, clean_answer(text) if style == "short" else text.strip(), trace, self.name)
 
-    def _knowledge(self, trace: Trace, final: Step, outline: Outline, question: str) -> str:
-        """What the answer reads: the outline; where the Summarizer kept nothing although passages were read
-        (``empty_outline="documents"``), the best ``empty_outline_docs`` of them for the question (noted)."""
+    def _knowledge(self, trace: Trace, final: Step, outline: Outline, question: str, first: Sequence[Hit]) -> str:
+        """What the answer reads: the outline, then the best ``answer_docs`` passages read; where the Summarizer
+        kept nothing (``empty_outline="documents"``), the best ``empty_outline_docs`` passages alone (noted).
+        Best: the question's own hits (``first``, what NativeRAG reads) lead, the rest ranked for the question."""
+        n = (self.answer_docs if self.use_outline else 0) if outline.entries else (  # w/o KO: it holds them raw
+            self.empty_outline_docs if self.empty_outline == "documents" else 0)
         hits = union_by_id([step.hits for step in trace.steps])
-        if outline.entries or self.empty_outline == "none" or not hits:
+        if not n or not hits:
             return outline.render()
-        best = (self.reranker.rerank(question, hits, self.empty_outline_docs) if self.reranker is not None
-                else hits[: self.empty_outline_docs])
-        final.hits = best
+        pinned = {h.doc_id for h in first}
+        rest = [h for h in hits if h.doc_id not in pinned]
+        ranked = self.reranker.rerank(question, rest, n) if self.reranker is not None and rest else rest[:n]
+        final.hits = best = [*first, *ranked][:n]
+        passages = "\n\n".join(P.render_doc(self.search.store.get(h.doc_id)) for h in best)
+        if outline.entries:
+            final.notes["knowledge"] = f"the outline, then the {len(best)} best passages read (answer_docs)"
+            return outline.render() + "\n\n" + passages
         final.notes["knowledge"] = (f"the outline is empty: the answer reads the {len(best)} passages read that "
                                     "best match the question (empty_outline=documents)")
-        return "\n\n".join(P.render_doc(self.search.store.get(h.doc_id)) for h in best)
+        return passages
 
     # -- RaQ: Reasoner --------------------------------------------------------------------------
 

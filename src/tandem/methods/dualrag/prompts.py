@@ -330,10 +330,11 @@ Read the knowledge carefully and write a complete answer that follows from your 
 }
 
 
-def answer_messages(outline: str, question: str, thoughts: Sequence[str], style: str = "short") -> list[Message]:
-    """The Answer agent's prompt; ``style`` "short" (our default) or "complete" (the paper's)."""
-    live = _prompt(("Knowledge", outline), ("Question", question), ("Your reasoning", history_steps(thoughts)),
-                   ("Answer", ""))
+def answer_messages(outline: str, question: str, thoughts: Sequence[str] | None, style: str = "short") -> list[Message]:
+    """The Answer agent's prompt; ``style`` "short" (our default) or "complete" (the paper's); ``thoughts``
+    None: no reasoning section (``answer_reasoning=false``)."""
+    reasoning = () if thoughts is None else (("Your reasoning", history_steps(thoughts)),)
+    live = _prompt(("Knowledge", outline), ("Question", question), *reasoning, ("Answer", ""))
     return [Message("user", ANSWER_HEAD[style] + "\n" + live)]
 
 

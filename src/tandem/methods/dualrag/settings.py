@@ -55,6 +55,13 @@ class DualRAGSettings(RerankSettings):
                                                     "they stay read (the paper: only documents the entity "
                                                     "has not read are passed)")
     empty_outline_docs: int = Field(5, ge=1, description="passages the answer reads when the outline is empty")
+    answer_docs: int = Field(0, ge=0, description="passages the answer reads after a non-empty outline: the "
+                                                  "question's own hits (question_docs) first, then the passages "
+                                                  "read that best match the question; 0: the outline alone "
+                                                  "(the paper); not with use_outline=false, whose "
+                                                  "outline holds the passages read")
+    answer_reasoning: bool = Field(True, description="the answer reads the Reasoner's history too (the paper); "
+                                                     "false: knowledge and question only")
     use_reasoner: bool = Field(True, description="false = ablation 'w/o R' (IRCoT-style sentences)")
     use_entity_identifier: bool = Field(True, description="false = ablation 'w/o EI' (the thought is the query)")
     use_outline: bool = Field(True, description="false = ablation 'w/o KO' (raw documents, no summaries)")
