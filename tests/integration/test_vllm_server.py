@@ -38,7 +38,8 @@ PORT = int(os.environ.get("TANDEM_VLLM_TEST_PORT", "8012"))
 @pytest.fixture(scope="module")
 def vllm(tmp_path_factory):
     """(spec, process) of a vLLM server on 127.0.0.1, started once for this module and stopped after it
-    (``TANDEM_VLLM_SPEC=openai:smollm2@http://127.0.0.1:8011/v1`` reuses a running one)."""
+    (``TANDEM_VLLM_SPEC=openai:smollm2@http://127.0.0.1:8011/v1`` reuses a running one, which must have been
+    started as ``tandem llm serve`` starts it: with ``--enable-prompt-tokens-details``, or DualRAG's reuse check fails)."""
     if os.environ.get("TANDEM_VLLM_SPEC"):
         yield os.environ["TANDEM_VLLM_SPEC"], None
         return

@@ -566,4 +566,25 @@ def test_the_answer_reads_the_outline_then_the_questions_own_hits_then_the_best_
     terse.method(search, answer_docs=0, answer_reasoning=False).answer(QUESTION)
     prompt = terse.prompts("answer")[0]
     assert "## Knowledge\n\n#### Warsaw\n\nMarie Curie was born in Warsaw.\n\n## Question" in prompt
-    assert "## Your reasoning" not in prompt and "birthplace" not in prompt
+    assert "reasoning" not in prompt and "birthplace" not in prompt  # neither the section nor the head names it
+
+
+def test_the_answers_passages_are_read_ones_and_the_questions_own_hits_spare_the_reranker(search):
+    """The question's hits beyond k were never read: the answer does not get them; where the question's read
+    hits fill the answer's passages (the defaults' empty outline: NativeRAG's five), nothing is reranked."""
+    def roles() -> Roles:
+        return Roles(reasoner=[think("I need the birthplace of Marie Curie."), think("done", False)],
+                     entity=[plan(("Marie Curie", ["Marie Curie born"]))], summarizer=["None", "None"])
+
+    wide = roles()
+    ans = wide.method(search, question_query=True, question_docs=4, k=1, empty_outline_docs=4,
+                      knowledge_first=False).answer(QUESTION)
+    final = ans.trace.steps[-1]
+    assert final.hits and {h.doc_id for h in final.hits} <= set(ans.trace.docs_read)
+    assert final.hits[0].doc_id == search.retriever.search(QUESTION.text, 1)[0].doc_id
+    by_question = RecordingReranker()
+    full = roles()
+    ans = full.method(search, question_query=True, question_docs=2, k=3, empty_outline_docs=2, reranker=by_question,
+                      knowledge_first=False).answer(QUESTION)
+    assert [h.doc_id for h in ans.trace.steps[-1].hits] == [h.doc_id for h in search.retriever.search(QUESTION.text, 2)]
+    assert by_question.queries == ["Marie Curie", QUESTION.text]  # the two entities' (else: its keyword), no more

@@ -12,7 +12,8 @@ The count is an estimate, a lower bound except under memory pressure: whole bloc
 also restore a partly filled last block), a sequence's blocks counted as cached once it has finished
 (not while a request beside it still prefills them), and eviction modelled on the block count the
 cache's size allows less the blocks running sequences hold (:meth:`PrefixLedger.holding`: the prompt tokens
-not reused and the reply's budget, the most a request can take; the engine may free some sooner). Why our own
+not reused and the reply's budget, an upper bound: the engine allocates as it decodes, so the ledger may
+evict earlier than the engine, and the count stays a lower bound). Why our own
 and not a library: the engine keeps no counter, and the rule is a few lines over token ids. On the
 2-core AVX2 machine a prompt whose first 992 of 1,024 tokens were sent before took as long as 32 new
 tokens, so the CPU plugin's blocks are 32 tokens (``python benchmarks/prefix_reuse.py --blocks``).

@@ -136,6 +136,12 @@ def union_by_id(runs: Sequence[Sequence[Hit]]) -> list[Hit]:
     return [Hit(d, s, i, "union") for i, (d, s) in enumerate(order, 1)]
 
 
+def lead(first: Sequence[Hit], ranked: Sequence[Hit], n: int) -> list[Hit]:
+    """``first`` (the question's own hits), then ``ranked`` without them: ``n`` hits at most."""
+    pinned = {h.doc_id for h in first}
+    return [*first, *(h for h in ranked if h.doc_id not in pinned)][:n]
+
+
 def _check_roles(names: Mapping[str, Any]) -> None:
     unknown = sorted(set(names) - set(P.ROLES))
     if unknown:
@@ -208,16 +214,21 @@ class DualRAG:
     def _knowledge(self, trace: Trace, final: Step, outline: Outline, question: str, first: Sequence[Hit]) -> str:
         """What the answer reads: the outline, then the best ``answer_docs`` passages read; where the Summarizer
         kept nothing (``empty_outline="documents"``), the best ``empty_outline_docs`` passages alone (noted).
-        Best: the question's own hits (``first``, what NativeRAG reads) lead, the rest ranked for the question."""
+        Best: the question's own hits that were read (``first``, what NativeRAG reads) lead, then the rest of
+        what was read ranked for the question (the reranker runs only where ``first`` leaves room)."""
         n = (self.answer_docs if self.use_outline else 0) if outline.entries else (  # w/o KO: it holds them raw
             self.empty_outline_docs if self.empty_outline == "documents" else 0)
         hits = union_by_id([step.hits for step in trace.steps])
-        if not n or not hits:
+        read = {h.doc_id for h in hits}
+        first = [h for h in first if h.doc_id in read][:n]
+        rest = [h for h in hits if h.doc_id not in {f.doc_id for f in first}]
+        need = n - len(first)
+        ranked = ((self.reranker.rerank(question, rest, need) if self.reranker is not None else rest[:need])
+                  if need > 0 and rest else [])
+        best = lead(first, ranked, n)
+        if not best:
             return outline.render()
-        pinned = {h.doc_id for h in first}
-        rest = [h for h in hits if h.doc_id not in pinned]
-        ranked = self.reranker.rerank(question, rest, n) if self.reranker is not None and rest else rest[:n]
-        final.hits = best = [*first, *ranked][:n]
+        final.hits = best
         passages = "\n\n".join(P.render_doc(self.search.store.get(h.doc_id)) for h in best)
         if outline.entries:
             final.notes["knowledge"] = f"the outline, then the {len(best)} best passages read (answer_docs)"
@@ -280,10 +291,7 @@ class DualRAG:
         else:
             query = "; ".join(keywords) if entity == P.ELSE_ENTITY else entity  # "else" names nothing to rank by
             ranked = self.reranker.rerank(query, pool, self.k)
-        if not first:
-            return ranked
-        pinned = {h.doc_id for h in first}
-        return [*first, *(h for h in ranked if h.doc_id not in pinned)][: self.k]
+        return lead(first, ranked, self.k) if first else ranked
 
     def _aggregate(self, trace: Trace, step: Step, outline: Outline, question: str, thoughts: list[str],
                    plan: list[tuple[str, list[str]]], first: Sequence[Hit] = ()) -> bool:
@@ -352,7 +360,7 @@ class DualRAG:
         structured = {P.REASONER.name: P.reasoner_messages(none, blank, []) if self.use_reasoner else None,
                       P.ENTITY_IDENTIFIER.name: P.entity_messages(none, blank, [], []) if self.use_entity_identifier else None,
                       P.SUMMARIZER.name: P.summarizer_messages(blank, [], blank, [], []) if self.use_outline else None}
-        text = {"answer": P.answer_messages(none, blank, [], self.answer_style),
+        text = {"answer": P.answer_messages(none, blank, [] if self.answer_reasoning else None, self.answer_style),
                 P.THOUGHT_ROLE: None if self.use_reasoner else P.thought_messages(none, blank, [])}
         return ([(self.llms[name], LLMRequest(tuple(messages), max_tokens=1, stop=P.JSON_STOP,
                                               json_schema=self.roles[name].bounded if self.send_schema else None))

@@ -330,11 +330,28 @@ Read the knowledge carefully and write a complete answer that follows from your 
 }
 
 
+#: the heads without the reasoning history (``answer_reasoning=false``)
+ANSWER_HEAD_KNOWLEDGE_ONLY = {
+    "short": _prompt(("Role", """
+You answer a question from the knowledge your team retrieved.
+Reply with the answer only: a name, a date, a number or a short phrase; "yes" or "no" for a yes/no
+question. No sentence, no explanation.
+""")),
+    "complete": _prompt(("Role", """
+You answer a question from the knowledge your team retrieved.
+Read the knowledge carefully and write a complete answer that follows from it.
+""")),
+}
+
+
 def answer_messages(outline: str, question: str, thoughts: Sequence[str] | None, style: str = "short") -> list[Message]:
     """The Answer agent's prompt; ``style`` "short" (our default) or "complete" (the paper's); ``thoughts``
-    None: no reasoning section (``answer_reasoning=false``)."""
-    reasoning = () if thoughts is None else (("Your reasoning", history_steps(thoughts)),)
-    live = _prompt(("Knowledge", outline), ("Question", question), *reasoning, ("Answer", ""))
+    None: no reasoning section and a head that names none (``answer_reasoning=false``)."""
+    if thoughts is None:
+        live = _prompt(("Knowledge", outline), ("Question", question), ("Answer", ""))
+        return [Message("user", ANSWER_HEAD_KNOWLEDGE_ONLY[style] + "\n" + live)]
+    live = _prompt(("Knowledge", outline), ("Question", question), ("Your reasoning", history_steps(thoughts)),
+                   ("Answer", ""))
     return [Message("user", ANSWER_HEAD[style] + "\n" + live)]
 
 
