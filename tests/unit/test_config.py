@@ -30,7 +30,7 @@ def test_every_method_documents_every_setting_and_round_trips():
 
 
 def test_settings_errors_name_the_key_and_the_valid_ones():
-    with pytest.raises(ConfigError, match=r"unknown setting 'max_itr'; valid settings: \['answer_style'"):
+    with pytest.raises(ConfigError, match=r"unknown setting 'max_itr'; valid settings: \['answer_docs'"):
         DualRAGSettings.from_dict({"max_itr": 3})
     with pytest.raises(ConfigError, match="setting 'max_iter': Input should be greater than or equal to 1"):
         DualRAGSettings.from_dict({"max_iter": 0})

@@ -13,7 +13,7 @@ import typing
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, Tag, create_model
 from pydantic.fields import FieldInfo
 
 from tandem.registry import Entry
@@ -55,9 +55,19 @@ def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 # -- method settings per request -----------------------------------------------------------------------
 
+def _not_bool(value: Any) -> Any:
+    """A number setting refuses true / false (pydantic would read them as 1 / 0; the schema says number)."""
+    if isinstance(value, bool):
+        raise ValueError("Input should be a number, not true or false")
+    return value
+
+
+NUMBER = BeforeValidator(_not_bool)
+
+
 def _capped(name: str, annotation: Any, info: FieldInfo) -> tuple[Any, FieldInfo]:
     """The setting's type with the server's cap as its upper bound (and 0 as its lower one) where it is a number
-    without its own; dicts of numbers get per-value bounds."""
+    without its own, true / false refused; dicts of numbers get per-value bounds."""
     cap = MAX_TOKENS_SETTING if name.endswith("tokens") else MAX_INT_SETTING
     args = typing.get_args(annotation)
     numeric = annotation in (int, float) or bool(args) and all(a in (int, float, type(None)) for a in args)
@@ -69,8 +79,10 @@ def _capped(name: str, annotation: Any, info: FieldInfo) -> tuple[Any, FieldInfo
                            for m in info.metadata):
         bounds["ge"] = 0
     if typing.get_origin(annotation) is dict and args and args[1] is int:
-        annotation = dict[args[0], Annotated[int, Field(ge=1, le=cap)]]  # type: ignore[valid-type]
-    return (Annotated[annotation, Field(**bounds)] if bounds else annotation), info
+        annotation = dict[args[0], Annotated[int, NUMBER, Field(ge=1, le=cap)]]  # type: ignore[valid-type]
+    if numeric:  # the bounds first (on an optional number they bound the number), then true / false refused
+        return (Annotated[annotation, Field(**bounds), NUMBER] if bounds else Annotated[annotation, NUMBER]), info
+    return annotation, info
 
 
 _REQUEST_MODELS: dict[tuple[str, int], type[Settings]] = {}
