@@ -15,7 +15,6 @@ import httpx
 import pytest
 
 from tandem.errors import ConfigError
-from tandem.index import build_index
 from tandem.registry import METHODS
 from tandem.server.app import create_app
 from tandem.server.engine import Engine
@@ -23,12 +22,6 @@ from tandem.testing.fake_llm import FakeLLM
 from tandem.testing.serving import serving
 
 KEY = "contract-key"
-
-
-@pytest.fixture
-def index_dir(tmp_path, small_docs):
-    build_index(small_docs, tmp_path / "demo", kind="bm25")
-    return tmp_path / "demo"
 
 
 def test_schemathesis_finds_no_failure(index_dir, tmp_path):

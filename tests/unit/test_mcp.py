@@ -10,13 +10,11 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import mcp
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tandem.index import build_index
 from tandem.server.engine import Engine
 from tandem.server.mcp import create_mcp
 from tandem.testing.fake_llm import FakeLLM
@@ -24,12 +22,6 @@ from tandem.testing.serving import free_port
 
 QUESTION = "Where was Marie Curie born?"
 TOOLS = {"search", "ask", "list_indexes", "list_methods"}
-
-
-@pytest.fixture
-def index_dir(tmp_path, small_docs) -> Path:
-    build_index(small_docs, tmp_path / "demo", kind="bm25")
-    return tmp_path / "demo"
 
 
 def run(coro):

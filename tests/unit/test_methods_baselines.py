@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import pytest
+from tests.conftest import shared
 
 from tandem.compose import build_method
+from tandem.corpus.loaders import load_dataset
 from tandem.errors import ConfigError
-from tandem.methods.answers import ANSWER_MARKER, extract_answer, first_sentence
+from tandem.methods.answers import (
+    ANSWER_MARKER,
+    BRIEF_INSTRUCTION,
+    YES_NO_INSTRUCTION,
+    asks_yes_or_no,
+    extract_answer,
+    first_sentence,
+)
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Question
 
@@ -31,6 +40,27 @@ def test_naive_rag_reads_top_k(search):
     prompt = llm.calls[0].last_user
     assert "[1]" in prompt and "[2]" in prompt and "[3]" not in prompt
     assert ans.text == "Vistula"
+
+
+def test_the_yes_no_style_asks_a_yes_no_question_for_a_verdict_and_every_other_as_before(search):
+    verdict = Question("q2", "Were Scott Derrickson and Ed Wood of the same nationality?", ("yes",))
+    for style, question, instruction in (("instruction_yes_no", verdict, YES_NO_INSTRUCTION),
+                                         ("instruction_yes_no", QUESTION, BRIEF_INSTRUCTION),
+                                         ("instruction", verdict, BRIEF_INSTRUCTION)):
+        llm = FakeLLM(responses=["yes"])
+        llm.answer_style = style
+        build_method("naive_rag", llm, search, k=2).answer(question)
+        prompt = llm.calls[0].last_user
+        assert prompt.endswith(f"Question: {question.text}\n{instruction}\nAnswer:"), (style, prompt)
+
+
+def test_yes_no_questions_are_told_by_their_words_on_hotpotqa():
+    questions = load_dataset(shared("hotpotqa/dev500.jsonl")).questions
+    asked = [asks_yes_or_no(q.text) for q in questions]
+    gold = [q.answers[0].lower() in ("yes", "no") for q in questions]
+    assert sum(gold) == 80 and sum(a and g for a, g in zip(asked, gold, strict=True)) == 79  # "Both Sorbaria and ... ?" missed
+    assert not any(a and not g for a, g in zip(asked, gold, strict=True))  # "Is X or Y older?" asks which
+    assert not asks_yes_or_no("Is Gasherbrum II or Nuptse closer to Everest?") and asks_yes_or_no("Did it rain?")
 
 
 def test_oracle_reads_gold_only(search):

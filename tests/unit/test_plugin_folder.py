@@ -15,7 +15,6 @@ import httpx
 import pytest
 from mcp import Client
 
-from tandem.index import build_index
 from tandem.registry import LLMS, METHODS, RETRIEVERS
 from tandem.server.app import create_app
 from tandem.server.engine import Engine
@@ -123,12 +122,6 @@ def plugin_folder(tmp_path, monkeypatch):
         registry.remove(name)
     for module in [m for m in sys.modules if m == "toyplug" or m.startswith("toyplug.")]:
         sys.modules.pop(module)
-
-
-@pytest.fixture
-def index_dir(tmp_path, small_docs):
-    build_index(small_docs, tmp_path / "demo", kind="bm25")
-    return tmp_path / "demo"
 
 
 def test_one_folder_adds_a_method_a_retriever_and_a_backend_on_every_surface(plugin_folder, index_dir, tmp_path):

@@ -12,18 +12,11 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from tandem.index import build_index
 from tandem.server.app import create_app
 from tandem.server.engine import Engine
 from tandem.testing.fake_llm import FakeLLM
 
 QUESTION = "Where was Marie Curie born?"
-
-
-@pytest.fixture
-def index_dir(tmp_path, small_docs):
-    build_index(small_docs, tmp_path / "demo", kind="bm25")
-    return tmp_path / "demo"
 
 
 def client_for(index_dir, llm=None, **app_opts) -> tuple[TestClient, Engine]:
@@ -261,41 +254,6 @@ def test_a_client_going_away_cancels_the_work(index_dir):
         thread.join(10)
 
 
-def test_upload_builds_an_index_in_the_background(tmp_path, index_dir):
-    engine = Engine({"demo": index_dir}, FakeLLM(default="Warsaw"), method="naive_rag", uploads=tmp_path / "uploads")
-    client = TestClient(create_app(engine, max_upload=100_000))
-    files = {"curie.md": "# Curie\n\nMarie Curie was born in Warsaw.", "docs.jsonl":
-             json.dumps({"id": "v", "title": "Vistula", "text": "The Vistula flows through Warsaw."}) + "\n"}
-    job = client.post("/v1/indexes", json={"name": "mine", "files": files})
-    assert job.status_code == 202
-    deadline = time.time() + 30
-    while (state := client.get(f"/v1/jobs/{job.json()['id']}").json())["state"] not in ("done", "error"):
-        assert time.time() < deadline
-        time.sleep(0.05)
-    assert state["state"] == "done" and state["passages"] == 2, state
-    assert "mine" in [i["name"] for i in client.get("/v1/indexes").json()["indexes"]]
-    hits = client.post("/v1/retrieve", json={"query": "Vistula", "index": "mine", "k": 1}).json()["hits"]
-    assert hits[0]["title"] == "Vistula"
-    assert (tmp_path / "uploads" / "mine" / ".tandem.json").exists()  # the CLI's atomic, marked build
-
-
-def test_upload_checks_names_sizes_and_paths(tmp_path, index_dir):
-    engine = Engine({"demo": index_dir}, FakeLLM(default="x"), method="naive_rag", uploads=tmp_path / "uploads")
-    client = TestClient(create_app(engine, max_upload=2000))
-    bad = client.post("/v1/indexes", json={"name": "../etc", "files": {"a.txt": "x"}})
-    assert bad.status_code == 422 and "name: String should match pattern" in bad.json()["error"]["message"]
-    bad = client.post("/v1/indexes", json={"name": "ok", "files": {"../../x.txt": "x"}})
-    assert bad.status_code == 422 and "should match pattern" in bad.json()["error"]["message"]
-    bad = client.post("/v1/indexes", json={"name": "ok", "files": {"a.pdf": "x"}})
-    assert bad.status_code == 422
-    big = client.post("/v1/indexes", json={"name": "ok", "files": {"a.txt": "x" * 5000}})
-    assert big.status_code == 413
-    assert not (tmp_path / "uploads").exists()
-    no_uploads, _ = client_for(index_dir)
-    refused = no_uploads.post("/v1/indexes", json={"name": "ok", "files": {"a.txt": "x"}})
-    assert refused.status_code == 405 and refused.headers["allow"] == "GET" and "--uploads DIR" in refused.text
-
-
 def test_requests_cannot_name_models_llms_or_files_and_numbers_are_bounded(index_dir):
     client, _ = client_for(index_dir)
     for settings in ({"role_llms": {"answer": "openai:m@http://attacker/v1"}}, {"reranker_model": "/etc/passwd"}):
@@ -327,37 +285,6 @@ def test_cors_preflight_passes_without_the_key_and_calls_still_need_it(index_dir
     assert client.post("/v1/ask", json={"question": QUESTION}, headers={"Origin": "http://app.example"}).status_code == 401
     client_no_cors, _ = client_for(index_dir)
     assert "access-control-allow-origin" not in client_no_cors.get("/v1/methods", headers={"Origin": "http://x"}).headers
-
-
-def test_two_uploads_of_one_name_do_not_run_at_once(tmp_path, index_dir):
-    gate = threading.Event()
-    engine = Engine({"demo": index_dir}, FakeLLM(default="x"), method="naive_rag", uploads=tmp_path / "up", workers=1)
-    engine.submit(gate.wait, 10, lane="builds")  # the builder is busy: the first job stays queued
-    client = TestClient(create_app(engine))
-    files = {"a.txt": "Warsaw is in Poland."}
-    assert client.post("/v1/indexes", json={"name": "same", "files": files}).status_code == 202
-    again = client.post("/v1/indexes", json={"name": "same", "files": files})
-    assert again.status_code == 409 and "being built by another job" in again.json()["error"]["message"]
-    gate.set()
-
-
-def test_an_upload_refused_by_a_full_build_queue_leaves_its_name_free(tmp_path, index_dir):
-    from tandem.server.engine import _Pool
-
-    gate = threading.Event()
-    engine = Engine({"demo": index_dir}, FakeLLM(default="x"), method="naive_rag", uploads=tmp_path / "up")
-    engine._pools["builds"] = _Pool("builds", 1, 1)  # room for one build, running or waiting
-    engine.submit(gate.wait, 10, lane="builds")
-    client = TestClient(create_app(engine))
-    files = {"a.txt": "Warsaw is in Poland."}
-    full = client.post("/v1/indexes", json={"name": "later", "files": files})
-    assert full.status_code == 429 and "queue is full (1 builds admitted)" in full.json()["error"]["message"]
-    gate.set()
-    deadline = time.time() + 10
-    while (accepted := client.post("/v1/indexes", json={"name": "later", "files": files})).status_code == 429 \
-            and time.time() < deadline:
-        time.sleep(0.05)  # the gate's slot is released when its future is done
-    assert accepted.status_code == 202  # not 409 "being built by another job"
 
 
 def test_a_closed_engine_cancels_a_question_that_starts_after_it(index_dir):

@@ -37,7 +37,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from tandem.errors import ConfigError, LLMError
 from tandem.io import atomic_path, write_json_atomic
@@ -54,6 +54,7 @@ from tandem.llm.convert import (  # noqa: F401 - conversion_key, converted_dir: 
 from tandem.llm.hf import HFLLM
 from tandem.llm.ladder import default_model, find
 from tandem.llm.ov_engine import DEFAULT_KV_CACHE
+from tandem.llm.settings import AnswerStyle
 from tandem.model_files import cache_root
 
 ENGINES = ("auto", "openvino", "torch")
@@ -224,14 +225,15 @@ def load_local(
     answers), else the GGUF read by OpenVINO itself (``weights="gguf"``: no float copy of the model is made,
     so preparing the 1.5B stays within a few GB; only its tokenizer and config are converted); ``"torch"``:
     :class:`HFLLM` on the converted folder (``dtype`` float32 unless given); ``"auto"`` (the default):
-    openvino where installed, else torch with a warning. ``answer_style`` (``instruction`` | ``system``): the
+    openvino where installed, else torch with a warning. ``answer_style`` (``instruction`` |
+    ``instruction_yes_no`` | ``system``): the
     answer prompt's style, by default the one the model's ladder entry was checked with.
     """
     model = model or default_model()
     ladder_model = find(model)
     style = answer_style or (ladder_model.answer_style if ladder_model else "instruction")
-    if style not in ("instruction", "system"):
-        raise ConfigError(f"unknown answer_style {style!r}; styles: ['instruction', 'system']")
+    if style not in get_args(AnswerStyle):
+        raise ConfigError(f"unknown answer_style {style!r}; styles: {list(get_args(AnswerStyle))}")
     llm = _load(model, cache_dir, spec, engine, weights, dtype, num_threads, json_mode, engine_opts)
     llm.answer_style = style
     return llm

@@ -23,6 +23,8 @@ from tandem.settings import Settings
 
 JsonMode = Literal["schema", "prompt"]
 Precision = Literal["float32", "bfloat16", "float16"]
+#: the brief answer prompt's styles (:func:`tandem.methods.answers.brief_answer_messages`)
+AnswerStyle = Literal["instruction", "instruction_yes_no", "system"]
 #: the phrase a wrong type gets in an error: ``step_tokens is a whole number, got 'lots'``
 TYPE_PHRASES = {"int_type": "is a whole number", "bool_type": "is true or false", "float_type": "is a number",
                 "string_type": "is a string", "dict_type": "is a mapping", "none_required": "is null"}
@@ -54,7 +56,7 @@ class LocalSettings(BackendSettings):
                                                       "idle CPUs (openvino) or torch's default (torch)")
     json_mode: JsonMode = Field("schema", description="schema: replies to a JSON schema are decoded under it "
                                                       "(a grammar); prompt: the schema is only an instruction")
-    answer_style: Literal["instruction", "system"] | None = Field(
+    answer_style: AnswerStyle | None = Field(
         None, description="the answer prompt's style; null: the one the model's ladder entry was checked with")
     max_batch: int = Field(16, ge=1, description="openvino: sequences decoded together at most")
     kv_cache_gb: int = Field(1, ge=1, description="openvino: memory for the KV cache blocks, in GB")

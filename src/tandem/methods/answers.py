@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, get_args
 
 from tandem.llm.base import Message
+from tandem.llm.settings import AnswerStyle
 from tandem.methods.base import format_docs
 from tandem.types import Document
 
@@ -30,6 +31,9 @@ COT_DEMO = (
 #: does not name yes or no - a system prompt that did made Qwen2.5-1.5B answer "yes" or "no" to over half of
 #: the questions that ask neither (docs/llm.md, "Answer prompts per model")
 BRIEF_INSTRUCTION = "Answer with a few words only (a name, a date, a number or a short phrase), not a sentence."
+#: style ``instruction_yes_no``: the instruction in its place where :func:`asks_yes_or_no` (only there, so no
+#: other question is invited to answer "yes")
+YES_NO_INSTRUCTION = "Answer yes or no."
 #: style ``system``: the same asked in a system prompt, the user turn ending at ``Answer:`` - SmolLM2-135M's
 #: (on it the instruction style scored lower, and lost the demo's answer)
 BRIEF_SYSTEM = (
@@ -37,7 +41,20 @@ BRIEF_SYSTEM = (
     "never a full sentence and never an explanation. If the question asks yes or no, answer "
     "'yes' or 'no'."
 )
-ANSWER_STYLES = ("instruction", "system")
+ANSWER_STYLES: tuple[str, ...] = get_args(AnswerStyle)
+
+# a question that opens with an auxiliary verb asks yes or no, unless it offers a choice ("Is X or Y older?")
+_AUXILIARY = re.compile(r"^\W*(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|"
+                        r"might|must)\b", re.IGNORECASE)
+_CHOICE = re.compile(r"\bor\b", re.IGNORECASE)
+
+
+def asks_yes_or_no(question: str) -> bool:
+    """Whether ``question`` asks yes or no: it opens with an auxiliary verb ("Were Scott Derrickson and Ed Wood
+    of the same nationality?") and offers no choice ("Is Gasherbrum II or Nuptse closer to Everest?" asks
+    which). On HotpotQA dev500 questions 250-499 it finds 79 of the 80 whose answer is yes or no, and no other
+    (the one missed: "Both Sorbaria and Goldenrod are a genus of ...?"); docs/llm.md, "Yes/no questions"."""
+    return bool(_AUXILIARY.match(question)) and not _CHOICE.search(question)
 
 
 def answer_style(llm: Any) -> str:
@@ -50,8 +67,9 @@ def answer_style(llm: Any) -> str:
 def brief_answer_messages(question: str, docs: Sequence[Document] = (), notes: str = "",
                           style: str = "instruction") -> list[Message]:
     """The answer prompt shared by Direct, NativeRAG, Oracle and IRCoT's fallback answer: the documents, notes
-    and question, then :data:`BRIEF_INSTRUCTION` (``style="instruction"``, one user turn) or a system prompt
-    (``"system"``, :data:`BRIEF_SYSTEM`), and the ``Answer:`` cue."""
+    and question, then :data:`BRIEF_INSTRUCTION` (``style="instruction"``, one user turn; with
+    ``"instruction_yes_no"``, :data:`YES_NO_INSTRUCTION` where the question :func:`asks_yes_or_no`) or a
+    system prompt (``"system"``, :data:`BRIEF_SYSTEM`), and the ``Answer:`` cue."""
     parts = []
     if docs:
         parts.append("Use these documents to answer.\n" + format_docs(docs))
@@ -60,7 +78,8 @@ def brief_answer_messages(question: str, docs: Sequence[Document] = (), notes: s
     if style == "system":
         parts.append(f"Question: {question}\nAnswer:")
         return [Message("system", BRIEF_SYSTEM), Message("user", "\n\n".join(parts))]
-    parts.append(f"Question: {question}\n{BRIEF_INSTRUCTION}\nAnswer:")
+    verdict = style == "instruction_yes_no" and asks_yes_or_no(question)
+    parts.append(f"Question: {question}\n{YES_NO_INSTRUCTION if verdict else BRIEF_INSTRUCTION}\nAnswer:")
     return [Message("user", "\n\n".join(parts))]
 
 

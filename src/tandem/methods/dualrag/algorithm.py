@@ -221,7 +221,8 @@ class DualRAG:
         hits = union_by_id([step.hits for step in trace.steps])
         read = {h.doc_id for h in hits}
         first = [h for h in first if h.doc_id in read][:n]
-        rest = [h for h in hits if h.doc_id not in {f.doc_id for f in first}]
+        leading = {h.doc_id for h in first}
+        rest = [h for h in hits if h.doc_id not in leading]
         need = n - len(first)
         ranked = ((self.reranker.rerank(question, rest, need) if self.reranker is not None else rest[:need])
                   if need > 0 and rest else [])
