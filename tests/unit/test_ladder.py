@@ -113,7 +113,7 @@ def test_a_plain_local_runs_the_default_model_or_the_one_the_environment_names(m
     monkeypatch.setattr(local, "_load", lambda model, *a: built.append(model) or SimpleNamespace())
     monkeypatch.delenv(ladder.MODEL_ENV, raising=False)
     assert ladder.default_model() == ladder.DEFAULT_MODEL == "qwen2.5-coder-1.5b"
-    assert local.load_local().answer_style == "instruction" and built[-1] == "qwen2.5-coder-1.5b"
+    assert local.load_local().answer_style == "instruction_yes_no" and built[-1] == "qwen2.5-coder-1.5b"
     monkeypatch.setenv(ladder.MODEL_ENV, " smollm2 ")
     assert local.load_local().answer_style == "system" and built[-1] == "smollm2"  # the small model's prompt
     assert local.load_local("qwen2.5-coder-0.5b").answer_style == "instruction" and built[-1] == "qwen2.5-coder-0.5b"
