@@ -14,21 +14,11 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import bootstrap
 
+from tandem.eval.intervals import paired_difference
 from tandem.eval.runner import read_finished
 
 METRICS = ("em", "f1", "acc")
-
-
-def diff_interval(diffs: np.ndarray) -> tuple[float, float]:
-    """95 % percentile-bootstrap interval of the mean of ``diffs`` (a constant sample: the value itself)."""
-    if len(diffs) < 2 or np.all(diffs == diffs[0]):
-        value = float(diffs.mean()) if len(diffs) else 0.0
-        return value, value
-    res = bootstrap((diffs,), np.mean, confidence_level=0.95, n_resamples=2000, method="percentile",
-                    random_state=np.random.default_rng(0))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def compare(a_dir: Path, b_dir: Path) -> dict:
@@ -40,11 +30,10 @@ def compare(a_dir: Path, b_dir: Path) -> dict:
         raise SystemExit(f"{a_dir} and {b_dir} share no answered question")
     out: dict = {"questions": len(ids), "identical": sum(a[i]["prediction"] == b[i]["prediction"] for i in ids)}
     for metric in METRICS:
-        diffs = np.array([a[i]["scores"][metric] - b[i]["scores"][metric] for i in ids], dtype=float)
-        low, high = diff_interval(diffs)
-        out[metric] = {"a": float(np.mean([a[i]["scores"][metric] for i in ids])),
-                       "b": float(np.mean([b[i]["scores"][metric] for i in ids])),
-                       "diff": float(diffs.mean()), "low": low, "high": high}
+        sa, sb = ({i: run[i]["scores"][metric] for i in ids} for run in (a, b))
+        diff, low, high = paired_difference(sa, sb)
+        out[metric] = {"a": float(np.mean(list(sa.values()))), "b": float(np.mean(list(sb.values()))),
+                       "diff": diff, "low": low, "high": high}
     return out
 
 

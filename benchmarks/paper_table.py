@@ -4,6 +4,11 @@ over each run's answered questions.
 
     python benchmarks/paper_table.py runs/paper/direct runs/paper/ircot ...
     python benchmarks/paper_table.py runs/paper/report.json        # `tandem report --json` output: no intervals
+    python benchmarks/paper_table.py RUN ... --minus naive_rag --pair dualrag:ircot   # and paired differences
+
+``--minus M`` adds a second table: each other run minus the run of method M, and ``--pair A:B`` (repeatable)
+run A minus run B, over the questions both answered (:func:`paired.compare`: paired bootstrap 95 %
+intervals of EM, F1 and acc), so unfinished runs are compared on what they share.
 
 The judge cell says ``self`` when the generator judged itself, and ``unreliable`` (with the calibration
 accuracy) when the judge's calibration on gold vs wrong answers fell below 0.8: such a column is not a
@@ -14,12 +19,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-from scipy.stats import bootstrap
-
+from paired import compare
+from tandem.eval.intervals import mean_interval
 from tandem.eval.judge import judge_label
 from tandem.eval.report import load_runs
 from tandem.eval.runner import read_finished
@@ -31,26 +34,13 @@ COLUMNS = [("questions", "n", "{:d}"), ("em", "EM", "{:.3f}"), ("f1", "F1", "{:.
            ("seconds_per_q", "s/q", "{:.1f}"), ("fallback_rate", "fallback rate", "{:.2f}")]
 
 
-def interval(values: Sequence[float], resamples: int = 2000) -> tuple[float, float] | None:
-    """The 95 % percentile-bootstrap interval of the mean of ``values`` (None for fewer than 2 values; a
-    constant sample's interval is the value itself)."""
-    data = np.asarray(values, dtype=float)
-    if len(data) < 2:
-        return None
-    if np.all(data == data[0]):
-        return float(data[0]), float(data[0])
-    res = bootstrap((data,), np.mean, confidence_level=0.95, n_resamples=resamples, method="percentile",
-                    random_state=np.random.default_rng(0))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
 def with_intervals(row: dict, folder: Path) -> dict:
     """``row`` plus ``<metric>_ci`` for each of INTERVALS, from the run's predictions."""
     path = folder / "predictions.jsonl"
     if not path.exists():
         return row
     scores = [r["scores"] for r in read_finished(path).values() if "error" not in r]
-    return {**row, **{f"{key}_ci": interval([s[key] for s in scores]) for key in INTERVALS if scores and key in scores[0]}}
+    return {**row, **{f"{key}_ci": mean_interval([s[key] for s in scores]) for key in INTERVALS if scores and key in scores[0]}}
 
 
 def cell(row: dict, key: str, fmt: str) -> str:
@@ -75,11 +65,52 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def paired_table(pairs: list[tuple[str, Path, Path]]) -> str:
+    """One markdown row per (label, run A, run B): A - B over the questions both answered."""
+    lines = ["| A - B | n | F1 A | F1 B | F1 A - B [95 %] | EM A - B [95 %] | acc A - B [95 %] |", "|" + "---|" * 7]
+    for label, a, b in pairs:
+        r = compare(a, b)
+        diffs = [f"{r[m]['diff']:+.3f} [{r[m]['low']:+.3f}, {r[m]['high']:+.3f}]" for m in ("f1", "em", "acc")]
+        lines.append(f"| {label} | {r['questions']} | {r['f1']['a']:.3f} | {r['f1']['b']:.3f} | " + " | ".join(diffs) + " |")
+    return "\n".join(lines)
+
+
+def split_args(args: list[str]) -> tuple[list[Path], str | None, list[tuple[str, str]]]:
+    """The run folders, ``--minus M``'s method and the ``--pair A:B`` pairs among ``args``."""
+    folders, base, pairs = [], None, []
+    it = iter(args)
+    for arg in it:
+        if arg in ("--minus", "--pair"):
+            value = next(it, None)
+            if not value or (arg == "--pair" and ":" not in value):
+                raise SystemExit(f"{arg} needs a value ({'METHOD' if arg == '--minus' else 'A:B'})")
+            if arg == "--minus":
+                base = value
+            else:
+                pairs.append(tuple(value.split(":", 1)))
+        else:
+            folders.append(Path(arg))
+    return folders, base, pairs
+
+
 def main(args: list[str]) -> str:
     if len(args) == 1 and args[0].endswith(".json"):
         return table(json.loads(Path(args[0]).read_text(encoding="utf-8")))
-    folders = [Path(a) for a in args]
-    return table([with_intervals(row, folder) for row, folder in zip(load_runs(folders, partial=True), folders, strict=True)])
+    folders, base, pairs = split_args(args)
+    rows = load_runs(folders, partial=True)
+    methods = {row.get("method") or row["run"]: folder for row, folder in zip(rows, folders, strict=True)}
+    if asked_any := (base or pairs):
+        names = [row.get("method") or row["run"] for row in rows]
+        if len(set(names)) < len(names):
+            raise SystemExit(f"--minus/--pair need one run per method; these runs' methods: {names}")
+    asked = [(m, base) for m in methods if base and m != base] + pairs
+    unknown = sorted({m for pair in asked for m in pair if m not in methods})
+    if unknown:
+        raise SystemExit(f"no run of method(s) {unknown} among {sorted(methods)}")
+    out = table([with_intervals(row, folder) for row, folder in zip(rows, folders, strict=True)])
+    if asked_any:
+        out += "\n\n" + paired_table([(f"`{a}` - `{b}`", methods[a], methods[b]) for a, b in asked])
+    return out
 
 
 if __name__ == "__main__":

@@ -6,7 +6,10 @@
 # tokens, seconds per question, EM/F1/acc/judge, fallback rate).
 #   bash benchmarks/paper_table.sh [N] [OUT] [METHOD ...]
 # R²AG needs an R²-Former checkpoint: R2FORMER=PATH (from `tandem train r2ag`); without it r2ag is skipped.
-# CONCURRENCY=N (default 1) questions in flight; LLM_OPTS="engine=openvino ..." --llm-opt pairs for every run.
+# CONCURRENCY=N (default 1) questions in flight; LLM_OPTS="engine=openvino ..." --llm-opt pairs for every run;
+# DATA=FILE another question set (default dev500), INDEX=DIR an index of it with the rala extra (default:
+# built at OUT/index). Runs resume where they stopped; the table ends with each method minus NativeRAG and
+# DualRAG minus IRCoT (paired 95 % intervals over the questions both answered), where those runs are there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .venv/bin/activate
@@ -15,7 +18,7 @@ OUT=${2:-runs/paper}
 shift $(( $# > 2 ? 2 : $# ))
 METHODS=("$@")
 [ ${#METHODS[@]} -gt 0 ] || METHODS=(direct naive_rag oracle ircot iter_retgen genground metarag dualrag cooprag r2ag)
-DATA=../shared/data/hotpotqa/dev500.jsonl
+DATA=${DATA:-../shared/data/hotpotqa/dev500.jsonl}
 INDEX=${INDEX:-$OUT/index}
 [ -f "$INDEX/manifest.json" ] || tandem index --dataset "$DATA" --kind hybrid --extras rala --out "$INDEX"
 runs=()
@@ -31,4 +34,7 @@ for m in "${METHODS[@]}"; do
   runs+=("$OUT/$m")
 done
 tandem report "${runs[@]}" --json > "$OUT/report.json"
-python benchmarks/paper_table.py "${runs[@]}"
+pairs=()
+[[ " ${METHODS[*]} " == *" naive_rag "* ]] && pairs+=(--minus naive_rag)
+[[ " ${METHODS[*]} " == *" dualrag "* && " ${METHODS[*]} " == *" ircot "* ]] && pairs+=(--pair dualrag:ircot)
+python benchmarks/paper_table.py "${runs[@]}" "${pairs[@]}"

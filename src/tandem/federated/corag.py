@@ -243,17 +243,12 @@ def question_scores(run_dir: str | Path) -> dict[str, tuple[float, float]]:
     return out
 
 
-def paired_bootstrap(a: dict[str, float], b: dict[str, float], samples: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-    """Mean of a - b over the questions both scored (percent points) and its 95% bootstrap interval."""
-    import random
+def paired_bootstrap(a: dict[str, float], b: dict[str, float]) -> tuple[float, float, float]:
+    """Mean of a - b over the questions both scored, in percent points, and its 95 % bootstrap interval
+    (:func:`tandem.eval.intervals.paired_difference`)."""
+    from tandem.eval.intervals import paired_difference
 
-    ids = sorted(set(a) & set(b))
-    if not ids:
-        raise ConfigError("the two runs share no question")
-    diffs = [a[i] - b[i] for i in ids]
-    rng = random.Random(seed)
-    means = sorted(sum(rng.choice(diffs) for _ in diffs) / len(diffs) for _ in range(samples))
-    return (100 * sum(diffs) / len(diffs), 100 * means[int(0.025 * samples)], 100 * means[int(0.975 * samples) - 1])
+    return tuple(100 * x for x in paired_difference(a, b))  # type: ignore[return-value]
 
 
 def config_record(spec: RunSpec, mode: str, **extra: Any) -> dict[str, Any]:
