@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,8 +16,16 @@ from tandem.types import Document
 # a plain ``local`` is the small model here: these tests check protocols, not answers (scripts/test.sh)
 os.environ.setdefault("TANDEM_LOCAL_MODEL", "smollm2-135m")
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def tandem(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m tandem.cli ARGS`` in a subprocess from the repository root, as a user runs it: its exit
+    code, stdout and stderr (``env``: variables added to this process's)."""
+    return subprocess.run([sys.executable, "-m", "tandem.cli", *args], capture_output=True, text=True, cwd=ROOT,
+                          timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def shared(rel: str) -> Path:
@@ -89,6 +99,22 @@ def tiny_llm(tmp_path_factory):
     LlamaForCausalLM(cfg).save_pretrained(folder)
     tok.save_pretrained(folder)
     return HFLLM(str(folder), num_threads=1)
+
+
+def dead_pid() -> int:
+    """The id of a process that has exited (a lock or a swap left by a crashed process)."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def closed_port_url() -> str:
+    """The base URL of an OpenAI-style server that has just stopped: connections to it are refused."""
+    from tandem.testing.fake_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as srv:
+        url = srv.base_url
+    return url
 
 
 def sigint_default() -> None:

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
-from tests.conftest import shared
+from tests.conftest import shared, tandem
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def tandem(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tandem.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
 def test_index_and_retrieve_demo_corpus(tmp_path):

@@ -5,21 +5,15 @@ recall equals the run's."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import benchmark_script, shared
+from tests.conftest import benchmark_script, shared, tandem
 
 from tandem.corpus import load_dataset
 
 pytestmark = pytest.mark.integration
-ROOT = Path(__file__).resolve().parents[2]
 
-
-def tandem(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tandem.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
 def test_dev500_parquet_in_the_hf_layout_end_to_end(tmp_path: Path):

@@ -3,14 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from tests.conftest import shared
-
-
-def tandem(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tandem.cli", *args], capture_output=True, text=True, timeout=600)
+from tests.conftest import shared, tandem
 
 
 def test_train_retriever_settings_are_checked_before_any_work(tmp_path):

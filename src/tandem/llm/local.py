@@ -226,8 +226,8 @@ def load_local(
     so preparing the 1.5B stays within a few GB; only its tokenizer and config are converted); ``"torch"``:
     :class:`HFLLM` on the converted folder (``dtype`` float32 unless given); ``"auto"`` (the default):
     openvino where installed, else torch with a warning. ``answer_style`` (``instruction`` |
-    ``instruction_yes_no`` | ``system``): the
-    answer prompt's style, by default the one the model's ladder entry was checked with.
+    ``instruction_yes_no`` | ``system``): the answer prompt's style, by default the one the model's ladder
+    entry was checked with.
     """
     model = model or default_model()
     ladder_model = find(model)
