@@ -141,11 +141,11 @@ def test_the_ranker_reads_the_first_stages_query_vectors(tmp_path):
 
 
 def test_cross_validation_folds_mix_sets_and_hold_one_out():
-    """benchmarks/graph_retrieval.py: question i is in fold i mod 5 in every set; the objective weighs sets
-    equally; the grid's fused runs leave the ranker off (it is trained on top of them)."""
+    """benchmarks/graph_cv.py (graph_retrieval.py's cv mode): question i is in fold i mod 5 in every set; the
+    objective weighs sets equally; the grid's fused runs leave the ranker off (it is trained on top of them)."""
     from tests.conftest import benchmark_script
 
-    bench = benchmark_script("graph_retrieval")
+    bench = benchmark_script("graph_cv")
     metrics = bench.METRICS
     rows = {"a": [dict.fromkeys(metrics, float(i % 5 == 0)) for i in range(10)],
             "b": [dict.fromkeys(metrics, 1.0) for _ in range(5)]}
