@@ -21,11 +21,13 @@ import json
 import sys
 from pathlib import Path
 
-from paired import compare
 from tandem.eval.intervals import mean_interval
 from tandem.eval.judge import judge_label
 from tandem.eval.report import load_runs
 from tandem.eval.runner import read_finished
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # paired.py, beside this script
+from paired import compare  # noqa: E402
 
 INTERVALS = ("em", "f1", "acc", "judge")
 COLUMNS = [("questions", "n", "{:d}"), ("em", "EM", "{:.3f}"), ("f1", "F1", "{:.3f}"), ("acc", "acc", "{:.3f}"),

@@ -156,13 +156,18 @@ def test_paper_table_prints_intervals_and_flags_the_judge(tmp_path):
     run_qa(method, QUESTIONS, tmp_path / "direct", {"method": "direct", "dataset": "d.jsonl"},
            judge_llm=FakeLLM(default='{"verdict": "Yes"}'), calibrate=4, self_judged=True)
     script = benchmark_script("paper_table")
-    assert script.interval([1.0, 1.0]) == (1.0, 1.0) and script.interval([1.0]) is None
-    low, high = script.interval([0.0, 1.0] * 50)
-    assert 0.35 < low < 0.5 < high < 0.65
     row = script.main([str(tmp_path / "direct")]).splitlines()[-1]
     # EM: 2 of 4 right ("Warsaw", "Marie Curie"). The Yes-saying judge is flagged, not printed bare: right on
     # the 4 gold answers only, of 4 + 4 other questions' golds + 2 wrong predictions ("Paris", "no") = 0.40
     assert row.startswith("| `direct` | 4 | 0.500 [0.000, 1.000] |") and "(self; unreliable: calibration 0.40)" in row
+    # a second run, labelled as another method, on the first 3 questions: paired rows over those 3 only
+    other = build_method("direct", FakeLLM(responses=["Warsaw", "Paris", "nobody"]))
+    run_qa(other, QUESTIONS[:3], tmp_path / "other", {"method": "naive_rag", "dataset": "d.jsonl"})
+    runs = [str(tmp_path / "direct"), str(tmp_path / "other")]
+    paired = script.main([*runs, "--minus", "naive_rag"]).splitlines()[-1]
+    assert paired.startswith("| `direct` - `naive_rag` | 3 | 0.667 | 0.333 | +0.333 [")  # "Marie Curie" vs "nobody"
+    with pytest.raises(SystemExit, match="no run of method"):
+        script.main([*runs, "--pair", "dualrag:ircot"])
 
 
 def test_a_folder_from_before_reanswer_prompt_resumes_under_the_brief_prompt(tmp_path):
