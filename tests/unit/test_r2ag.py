@@ -138,6 +138,20 @@ def test_placeholder_choice_and_positions(tiny_llm, docs):
         P.choose_placeholder(tiny_llm.tokenizer, tiny_llm.eos_token_ids, "<nope>")
 
 
+def test_a_qwen_style_vocabulary_gets_its_vision_padding_token_as_placeholder():
+    """Qwen2.5's tokenizer has none of the StarCoder / Llama specials: its unused <|vision_pad|> is taken."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.WordLevel({"hello": 0, "world": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]")
+    tok.add_special_tokens({"additional_special_tokens": ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_pad|>"]})
+    end = [tok.convert_tokens_to_ids("<|endoftext|>"), tok.convert_tokens_to_ids("<|im_end|>")]
+    assert P.choose_placeholder(tok, end) == ("<|vision_pad|>", tok.convert_tokens_to_ids("<|vision_pad|>"))
+    assert tok("hello <|vision_pad|> world", add_special_tokens=False)["input_ids"][1] == P.choose_placeholder(tok, end)[1]
+
+
 def test_injection_lands_vector_i_at_placeholder_i(tiny_llm, docs, monkeypatch):
     model = _former(tiny_llm)
     method = R2AG(tiny_llm, model, HashingEncoder(), R2AGSettings(docs="context", k=5, max_tokens=3), store=DocStore(docs))

@@ -11,7 +11,8 @@ The placeholder ``<P>`` must be ONE token id that ordinary text never produces, 
 injection overwrites the input embedding at exactly those positions. The authors use ``<unk>``
 (id 0 in Llama). SmolLM2's unk is ``<|endoftext|>``, which is also an end-of-text id, so the default
 is the first *non-end* single-token special from ``PLACEHOLDER_CANDIDATES`` found in the vocabulary
-(``<reponame>``, id 4, for SmolLM2: a StarCoder metadata token that chat text never contains).
+(``<reponame>``, id 4, for SmolLM2: a StarCoder metadata token that chat text never contains;
+``<|vision_pad|>`` for the Qwen2.5 models of the ladder: a vision-padding token a text chat never holds).
 Placeholder positions are not found by searching ids: the prompt is rendered with a private-use
 sentinel character at each slot, split there, and the pieces are tokenized separately around the
 placeholder id, so a document that happens to contain the placeholder's text cannot shift a slot.
@@ -28,7 +29,8 @@ from tandem.methods.answers import clean_answer
 from tandem.types import Document
 
 TEMPLATES = ("chat", "alpaca")
-PLACEHOLDER_CANDIDATES = ("<unk>", "<reponame>", "<filename>", "<gh_stars>", "<issue_start>", "<|reserved_special_token_0|>")
+PLACEHOLDER_CANDIDATES = ("<unk>", "<reponame>", "<filename>", "<gh_stars>", "<issue_start>", "<|reserved_special_token_0|>",
+                          "<|vision_pad|>")
 SENTINEL = "\ue000"  # private-use character marking a placeholder slot while rendering
 
 INSTRUCTION = (
