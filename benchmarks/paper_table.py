@@ -100,17 +100,16 @@ def main(args: list[str]) -> str:
         return table(json.loads(Path(args[0]).read_text(encoding="utf-8")))
     folders, base, pairs = split_args(args)
     rows = load_runs(folders, partial=True)
-    methods = {row.get("method") or row["run"]: folder for row, folder in zip(rows, folders, strict=True)}
-    if asked_any := (base or pairs):
-        names = [row.get("method") or row["run"] for row in rows]
-        if len(set(names)) < len(names):
-            raise SystemExit(f"--minus/--pair need one run per method; these runs' methods: {names}")
-    asked = [(m, base) for m in methods if base and m != base] + pairs
+    names = [row.get("method") or row["run"] for row in rows]
+    methods = dict(zip(names, folders, strict=True))
+    if (base or pairs) and len(methods) < len(names):
+        raise SystemExit(f"--minus/--pair need one run per method; these runs' methods: {names}")
+    asked = [(m, base) for m in names if base and m != base] + pairs
     unknown = sorted({m for pair in asked for m in pair if m not in methods})
     if unknown:
         raise SystemExit(f"no run of method(s) {unknown} among {sorted(methods)}")
     out = table([with_intervals(row, folder) for row, folder in zip(rows, folders, strict=True)])
-    if asked_any:
+    if asked:
         out += "\n\n" + paired_table([(f"`{a}` - `{b}`", methods[a], methods[b]) for a, b in asked])
     return out
 
