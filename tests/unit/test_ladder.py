@@ -126,3 +126,16 @@ def test_a_wrong_model_in_the_environment_is_named_with_the_variable_and_the_lad
     with pytest.raises(ModelNotFoundError, match=r"'qwen-7b' \(\$TANDEM_LOCAL_MODEL names it\) is neither a model "
                                                  r"of the ladder \(\[.*'qwen2.5-coder-1.5b'.*\]"):
         gguf_file(ladder.default_model())
+
+
+def test_a_fast_dtype_is_the_default_only_where_the_cpu_computes_it(monkeypatch):
+    from tandem.llm import local
+
+    fast = next(m for m in ladder.LADDER.values() if m.fast_dtype)
+    slow = next(m for m in ladder.LADDER.values() if not m.fast_dtype)
+    monkeypatch.setattr(local, "cpu_capabilities", lambda: ("FP32", "INT8"))  # an AVX2-only CPU
+    assert local.default_dtype(fast.name) == "float32"
+    monkeypatch.setattr(local, "cpu_capabilities", lambda: ("BF16", "FP32", "INT8"))  # AVX-512 BF16 / AMX
+    assert local.default_dtype(fast.name) == fast.fast_dtype
+    assert local.default_dtype(slow.name) == "float32"
+    assert local.default_dtype("/some/where/model.gguf") == "float32"  # not on the ladder: never checked

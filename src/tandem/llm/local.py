@@ -27,6 +27,7 @@ concurrent requests faster (docs/llm.md).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -68,7 +69,8 @@ FROM_GGUF = "q4_1"
 NATIVE = "gguf"
 #: the openvino engine's settings unless given: the GGUF's own weights, f32 compute and KV cache, no dynamic
 #: quantization of activations - greedy answers identical to the torch (fp32) path on 49 of 50 held-out
-#: NativeRAG questions (docs/llm.md); ``dtype=bfloat16`` (KV cache then ``u8``) trades that for speed
+#: NativeRAG questions (docs/llm.md); ``dtype=bfloat16`` (KV cache then ``u8``) trades that for speed, and is
+#: the default on a ladder model whose ``fast_dtype`` says it passed the answers rule (:func:`default_dtype`)
 OPENVINO_DEFAULTS: dict[str, Any] = {"weights": FROM_GGUF, "dtype": "float32", "kv_cache": "float32",
                                      "dynamic_quantization": 0}
 DEFAULT_WEIGHTS = "fp16"
@@ -272,7 +274,7 @@ def _load(model: str, cache_dir: str | Path | None, spec: str | None, engine: st
         raise ConfigError(f"engine=openvino: {missing} (bash scripts/setup.sh installs it), or use engine=torch")
     from tandem.llm.ov_engine import OVLLM
 
-    dtype = dtype or OPENVINO_DEFAULTS["dtype"]
+    dtype = dtype or default_dtype(model)
     engine_opts.setdefault("kv_cache", OPENVINO_DEFAULTS["kv_cache"] if dtype == "float32" else DEFAULT_KV_CACHE)
     engine_opts.setdefault("dynamic_quantization", OPENVINO_DEFAULTS["dynamic_quantization"])
     common = {"spec": spec, "name": short, "num_threads": num_threads, "json_mode": json_mode, "dtype": dtype}
@@ -301,6 +303,30 @@ def _load(model: str, cache_dir: str | Path | None, spec: str | None, engine: st
     if unread:
         log.warning("local LLM: %s; exported it once instead (weights=%s)", unread, weights)
     return OVLLM(exported, folder, **common, **engine_opts)
+
+
+#: OpenVINO's name, in the CPU plugin's ``OPTIMIZATION_CAPABILITIES``, of each precision a ladder model's
+#: ``fast_dtype`` may name
+NATIVE_CAPABILITY = {"bfloat16": "BF16", "float16": "FP16"}
+
+
+def default_dtype(model: str) -> str:
+    """The OpenVINO engine's compute precision when none is asked for: the ladder model's ``fast_dtype`` (a
+    precision that passed the answers rule on it, docs/llm.md) where the CPU computes it natively (AVX-512
+    BF16 and AMX machines list BF16, AVX2-only ones do not), else float32, the f32 path's answers."""
+    entry = find(model)
+    fast = entry.fast_dtype if entry else None
+    if fast and NATIVE_CAPABILITY.get(fast) in cpu_capabilities():
+        return fast
+    return OPENVINO_DEFAULTS["dtype"]
+
+
+@functools.cache
+def cpu_capabilities() -> tuple[str, ...]:
+    """What OpenVINO's CPU plugin says this CPU computes natively (``BF16``, ``INT8``, ...)."""
+    import openvino
+
+    return tuple(openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
 
 
 def prepare_local(model: str | None = None, cache_dir: str | Path | None = None) -> Path:
