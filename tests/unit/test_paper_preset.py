@@ -20,6 +20,7 @@ from tandem.eval.judge import (
     calibrate_judge,
     calibration_pairs,
     judge_label,
+    reanswer,
     reanswer_template,
 )
 from tandem.eval.runner import run_qa
@@ -95,9 +96,16 @@ def test_answer_types_and_the_answer_type_prompt():
         "yes/no", "a date or year", "a date or year", "a number", "a name or title", "a short phrase"]
     notes = answer_type_notes([q.answers for q in QUESTIONS])
     assert notes == "50% a name or title, 25% a short phrase, 25% yes/no"
-    prompt = reanswer_template("answer_type", [q.answers for q in QUESTIONS])
-    assert notes in prompt and "{question}" in prompt and "{types}" in ANSWER_TYPE_PROMPT
-    assert "{types}" not in prompt
+    prompts = reanswer_template("answer_type", [q.answers for q in QUESTIONS])
+    assert notes in prompts[True] and "{question}" in prompts[True] and "{types}" in ANSWER_TYPE_PROMPT
+    assert "{types}" not in prompts[True] and "{types}" not in prompts[False]
+    # a question that does not ask yes or no reads the distribution of the other answers only
+    assert "yes/no" not in prompts[False] and "67% a name or title, 33% a short phrase" in prompts[False]
+    llm = FakeLLM(default="Warsaw")
+    assert reanswer(llm, "Who died first, George Archainbaud or Ralph Murphy?", "Ralph Murphy died later.",
+                    prompts) == "Warsaw"
+    assert reanswer(llm, "Were both born in Warsaw?", "Yes, both were.", prompts) == "Warsaw"
+    assert "yes/no" not in llm.prompts[0] and "25% yes/no" in llm.prompts[1]
     with pytest.raises(ConfigError, match="re-answer prompt"):
         reanswer_template("chinese", [])
 
@@ -139,7 +147,9 @@ def test_run_qa_records_the_calibration_and_flags_the_column(tmp_path):
     judge, rewriter = FakeLLM(default='{"verdict": "Yes"}'), FakeLLM(default="Paris")
     metrics = run_qa(method, QUESTIONS, tmp_path / "run", {"method": "direct", "dataset": "d.jsonl"},
                      judge_llm=judge, reanswer_llm=rewriter, reanswer_prompt="answer_type", calibrate=4, self_judged=True)
-    assert "the answers are 50% a name or title, 25% a short phrase, 25% yes/no" in rewriter.calls[0].last_user
+    asked = {c.last_user.split("Question: ")[1].split("\n")[0]: c.last_user for c in rewriter.calls}
+    assert "the answers are 67% a name or title, 33% a short phrase." in asked["Where was Marie Curie born?"]
+    assert "the answers are 50% a name or title, 25% a short phrase, 25% yes/no" in asked[QUESTIONS[3].text]
     cal = metrics["judge_calibration"]
     assert cal["limit"] == 4 and cal["reliable"] is False and cal["self_judged"] is True
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["judge_calibration"] == cal

@@ -24,6 +24,7 @@ from tandem.errors import ConfigError, ParseError
 from tandem.eval.qa_metrics import answer_scores, normalize_answer
 from tandem.llm.base import LLM, LLMRequest, Message
 from tandem.llm.jsonparse import parse_json
+from tandem.methods.answers import asks_yes_or_no
 from tandem.methods.base import Role, call_structured, compact_json_examples
 from tandem.types import Step
 
@@ -46,6 +47,9 @@ ANSWER_TYPE_PROMPT = (
     "Question: {question}\nResponse: {response}\nAnswer:"
 )
 REANSWER_PROMPTS = {"brief": REANSWER_PROMPT, "answer_type": ANSWER_TYPE_PROMPT}
+#: a re-answer prompt: one template, or one per kind of question (True: it asks yes or no,
+#: :func:`tandem.methods.answers.asks_yes_or_no`)
+ReanswerPrompt = str | Mapping[bool, str]
 RELIABLE = 0.8  # calibration accuracy below which the judge column is marked unreliable
 _MONTHS = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
            "november", "december"}
@@ -103,9 +107,11 @@ def judge(llm: LLM, question: str, prediction: str, golds: Sequence[str], step: 
     return 0.0
 
 
-def reanswer(llm: LLM, question: str, response: str, prompt: str = REANSWER_PROMPT) -> str:
+def reanswer(llm: LLM, question: str, response: str, prompt: ReanswerPrompt = REANSWER_PROMPT) -> str:
     """The response rewritten as a short answer; ``prompt`` has ``{question}`` and ``{response}`` fields
-    (``ANSWER_TYPE_PROMPT`` with its ``{types}`` already filled, or the brevity prompt)."""
+    (the brevity prompt, or :func:`reanswer_template`'s ``answer_type`` pair, one per kind of question)."""
+    if not isinstance(prompt, str):
+        prompt = prompt[asks_yes_or_no(question)]
     req = LLMRequest(messages=(Message("user", prompt.format(question=question, response=response)),),
                      max_tokens=32, temperature=0.0)
     return llm.complete(req).text.strip().splitlines()[0].strip() if response.strip() else ""
@@ -116,18 +122,25 @@ def best_of(raw: dict[str, float], rewritten: dict[str, float]) -> dict[str, flo
     return {k: max(raw[k], rewritten.get(k, 0.0)) for k in raw}
 
 
-def reanswer_template(kind: str, gold_lists: Sequence[Sequence[str]]) -> str:
-    """The re-answer prompt ``kind`` (``REANSWER_PROMPTS``) for a dataset with these gold answers."""
+def reanswer_template(kind: str, gold_lists: Sequence[Sequence[str]]) -> ReanswerPrompt:
+    """The re-answer prompt ``kind`` (``REANSWER_PROMPTS``) for a dataset with these gold answers.
+
+    ``answer_type`` gives a pair: a question that asks yes or no reads the dataset's whole answer-type
+    distribution (the authors' prompt); any other question reads the distribution of the answers that are
+    not yes or no, since a small model told "58% yes/no" answers "no" to "Who died first, A or B?"
+    (docs/methods/baselines.md, "The paper preset")."""
     if kind not in REANSWER_PROMPTS:
         raise ConfigError(f"unknown re-answer prompt {kind!r}; choose one of {sorted(REANSWER_PROMPTS)}")
     if kind == "answer_type":
-        return ANSWER_TYPE_PROMPT.replace("{types}", answer_type_notes(gold_lists) or "short phrases")
+        open_ended = [golds for golds in gold_lists if golds and answer_type(golds[0]) != "yes/no"]
+        return {asks: ANSWER_TYPE_PROMPT.replace("{types}", answer_type_notes(lists) or "short phrases")
+                for asks, lists in ((True, gold_lists), (False, open_ended))}
     return REANSWER_PROMPTS[kind]
 
 
 def score_prediction(question: str, prediction: str, golds: Sequence[str], *, judge_llm: LLM | None = None,
                      reanswer_llm: LLM | None = None, step: Step | None = None,
-                     reanswer_prompt: str = REANSWER_PROMPT) -> tuple[dict[str, float], str | None]:
+                     reanswer_prompt: ReanswerPrompt = REANSWER_PROMPT) -> tuple[dict[str, float], str | None]:
     """All answer metrics of one prediction; returns (scores, rewritten answer or None). Judge calls
     are recorded in ``step`` when given (their protocol health joins the run's)."""
     scores = answer_scores(prediction, golds)

@@ -24,7 +24,14 @@ from typing import Any
 
 from tandem.config import normalise_run_config
 from tandem.errors import ConfigError, DataError, LLMError, RunError, WriteError
-from tandem.eval.judge import REANSWER_PROMPT, calibrate_judge, judge_label, reanswer_template, score_prediction
+from tandem.eval.judge import (
+    REANSWER_PROMPT,
+    ReanswerPrompt,
+    calibrate_judge,
+    judge_label,
+    reanswer_template,
+    score_prediction,
+)
 from tandem.eval.qa_metrics import gold_doc_recall
 from tandem.eval.rundir import CONFIG_FILE, PREDICTIONS, RunDir
 from tandem.io import atomic_open, write_error, write_json_atomic
@@ -117,7 +124,7 @@ class PredictionWriter:
 
 
 def run_one(method: Method, question: Question, *, judge_llm: LLM | None, reanswer_llm: LLM | None,
-            reanswer_prompt: str = REANSWER_PROMPT) -> dict[str, Any]:
+            reanswer_prompt: ReanswerPrompt = REANSWER_PROMPT) -> dict[str, Any]:
     """Answer and score one question; any exception becomes an error record (with ``traceback``, which
     the runner moves to ``errors.log``), never a crash."""
     start = time.perf_counter()

@@ -267,9 +267,6 @@ Reply with one JSON object on one line, starting with {{ and nothing else:
     ("Examples", f"""
 ### Example A
 
-Question: Which was founded earlier, the University of Oslo or Uppsala University?
-Entity: Uppsala University
-Keywords: Uppsala University founded in, year Uppsala University was established
 Documents:
 ##### Uppsala University
 
@@ -278,28 +275,34 @@ Uppsala University is a public research university in Uppsala, Sweden. Founded i
 ##### Uppsala Cathedral
 
 Uppsala Cathedral is a cathedral in the centre of Uppsala, Sweden.
+
+Question: Which was founded earlier, the University of Oslo or Uppsala University?
+Entity: Uppsala University
+Keywords: Uppsala University founded in, year Uppsala University was established
 Output: {{"notes": "Uppsala University, a public research university in Uppsala, Sweden, was founded in 1477."}}
 
 ### Example B
 
-Question: Which was founded earlier, the University of Oslo or Uppsala University?
-Entity: University of Oslo
-Keywords: University of Oslo founded in
 Documents:
 ##### Oslo Opera House
 
 The Oslo Opera House is the home of the Norwegian National Opera and Ballet.
+
+Question: Which was founded earlier, the University of Oslo or Uppsala University?
+Entity: University of Oslo
+Keywords: University of Oslo founded in
 Output: {{"notes": "{EMPTY}"}}
 
 ### Example C
 
-Question: In which country was the director of the film Stalker (1979) born?
-Entity: Stalker (1979 film)
-Keywords: Stalker 1979 film director
 Documents:
 ##### Stalker (1979 film)
 
 Stalker is a 1979 Soviet science fiction film directed by Andrei Tarkovsky, with a screenplay by Boris and Arkady Strugatsky.
+
+Question: In which country was the director of the film Stalker (1979) born?
+Entity: Stalker (1979 film)
+Keywords: Stalker 1979 film director
 Output: {{"notes": "Stalker is a 1979 Soviet science fiction film directed by Andrei Tarkovsky."}}
 """),
 )
@@ -309,9 +312,9 @@ def summarizer_messages(question: str, thoughts: Sequence[str], entity: str, key
                         docs: Sequence[Document]) -> list[Message]:
     """The Knowledge Summarizer's prompt for one entity and the documents it has not read yet."""
     body = "\n\n".join(render_doc(d) for d in docs)
-    live = _prompt(("Your turn", _lines(f"Question: {question}", "Reasoning History:", history_steps(thoughts),
-                                        f"Entity: {entity}", f"Keywords: {', '.join(keywords)}", "Documents:", body,
-                                        "Output:")))
+    live = _prompt(("Your turn", _lines("Documents:", body, "", f"Question: {question}", "Reasoning History:",
+                                        history_steps(thoughts), f"Entity: {entity}",
+                                        f"Keywords: {', '.join(keywords)}", "Output:")))
     return [Message("user", SUMMARIZER_HEAD + "\n" + live)]
 
 
