@@ -6,7 +6,7 @@ examples, then the live slots). The wording and the examples are ours, not the p
 - ``reasoner``          outline + question + reasoning history -> JSON {thought, need_retrieve}
 - ``entity_identifier`` outline + question + numbered history + known entities
                         -> JSON {entities: [{entity, keywords: [...]}]}
-- ``summarizer``        question + history + entity + keywords + unread documents -> text or ``None``
+- ``summarizer``        unread documents, then question + history + entity + keywords -> text or ``None``
 - ``answer``            outline + question + history -> the answer
 
 ``thought`` is the IRCoT-style one-sentence role used by the "without Reasoner" ablation.
