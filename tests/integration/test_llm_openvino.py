@@ -20,7 +20,7 @@ pytestmark = pytest.mark.integration
 pytest.importorskip("openvino_genai")
 pytest.importorskip("xgrammar")
 
-from tandem.llm import local  # noqa: E402 - after the importorskip guards
+from tandem.llm import local, ov_process  # noqa: E402 - after the importorskip guards
 from tandem.llm.ov_engine import OVLLM  # noqa: E402
 
 if local.exporter_python() is None:
@@ -119,11 +119,12 @@ def test_relaxed_strings_give_the_bounded_grammars_replies_with_continuations(ll
     bounded.close()
 
 
-def test_the_engine_runs_in_its_own_process_and_a_dead_one_is_replaced() -> None:
+def test_the_engine_runs_in_its_own_process_and_a_dead_one_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     """The pipeline steps in a process of its own (openvino-genai holds the GIL through a step, which
     would stop this process's other threads): while it prefills a long prompt, a thread here keeps
     running; a cancelled question's request leaves the batch; a request waiting when that process dies
-    fails with an error that says so, and the next request starts a new one."""
+    fails with an error that says so, and the next request starts a new one; so does one that stops
+    computing (the watchdog ends it)."""
     import os
     import signal
     import threading
@@ -177,7 +178,19 @@ def test_the_engine_runs_in_its_own_process_and_a_dead_one_is_replaced() -> None
     os.kill(llm._worker.proc.pid, signal.SIGKILL)
     waiter.join(60)
     assert failed and "engine process ended (killed by signal 9) before replying" in failed[0]
+    monkeypatch.setattr(ov_process, "STALL_S", 3.0)  # the new engine's watchdog
     assert "Paris" in llm.complete(FRANCE).text  # a new engine process
+
+    # an engine that stops computing while a request waits (as OpenVINO GenAI's step once did) is ended
+    # by the watchdog, with an error that says so, and the next request starts a new one
+    stalled: list[str] = []
+    waiter = threading.Thread(target=lambda: stalled.append(_error_of(llm, fresh, LLMError)))
+    waiter.start()
+    time.sleep(1.0)
+    os.kill(llm._worker.proc.pid, signal.SIGSTOP)
+    waiter.join(60)
+    assert stalled and "the engine computed nothing for" in stalled[0] and "killed by signal 9" in stalled[0]
+    assert "Paris" in llm.complete(FRANCE).text
     llm.close()
     with pytest.raises(LLMError, match="the engine is closed"):
         llm.complete(FRANCE)

@@ -215,3 +215,42 @@ def test_a_cancelled_request_leaves_the_batch_without_a_reply() -> None:
     alone.pending = [Job(3, [1], Params(5))]  # a continuation: its first attempt was cancelled in the pipeline
     alone.cancel(3)
     assert alone.pending == [] and alone.busy  # one more step frees the attempt's blocks
+
+
+def test_a_stop_string_across_tokens_ends_the_reply_at_the_token_that_completes_it() -> None:
+    from tandem.llm.ov_worker import Params
+
+    engine = _engine([b"Par", b"is\n", b"\nmore", b"x"])
+    engine.submit(5, [1], Params(20, stop=("\n\n",)))
+    (job,) = engine.pending
+    assert job.stops == (b"\n\n",) and job.config == (None, None)  # not left to OpenVINO's sampler
+    job.handle = _Handle([0, 1])
+    assert not engine.watch(job) and job.current == [0, 1]  # one newline so far
+    job.handle = _Handle([2, 3])
+    assert engine.watch(job) and job.handle.cancelled and engine.busy
+    (message,) = engine.finished
+    assert message[:4] == ("done", 5, [0, 1, 2], "STOP")
+
+
+def test_a_relaxed_json_reply_ends_at_its_stop_string() -> None:
+    engine = _engine([b'{"s":"', b"ab", b'"}\n', b"\n", b"x"])
+    plan = RelaxedPlan.of(SCHEMA)
+    assert plan is not None
+    job = _job([1], plan)
+    job.stops = (b"\n\n",)
+    job.handle = _Handle([0, 1, 2, 3, 4])
+    assert engine.follow(job) and engine.pending == []
+    (message,) = engine.finished
+    assert message[:4] == ("done", 7, [0, 1, 2, 3], "STOP")
+
+
+def test_without_token_bytes_openvino_looks_for_the_stop_strings() -> None:
+    from tandem.llm.ov_worker import Params, WorkerEngine
+
+    class _Config:
+        pass
+
+    engine = WorkerEngine(None, SimpleNamespace(GenerationConfig=_Config), [0], None, "local")
+    engine.submit(1, [1], Params(20, stop=("\n",)))
+    (job,) = engine.pending
+    assert job.stops == () and job.config.stop_strings == {"\n"}

@@ -178,8 +178,10 @@ class OVLLM:
             self.tokenizer: Any = AutoTokenizer.from_pretrained(self.torch_path)
             self.eos_token_ids = end_of_turn_ids(self.tokenizer, GenerationConfig.from_pretrained(self.torch_path),
                                                  spec)
-            # byte-level BPE tokens only (SmolLM2's); other tokenizers decode under the bounded grammar
-            self._token_bytes = token_bytes(self.tokenizer) if relax_strings else None
+            # byte-level BPE tokens only (SmolLM2's, Qwen2.5's): the worker follows replies byte by byte for
+            # stop strings and relaxed strings; other tokenizers leave both to OpenVINO GenAI
+            table = token_bytes(self.tokenizer)
+            self._token_bytes = table if relax_strings else None
         except BaseException:
             worker.kill()
             raise
@@ -196,7 +198,7 @@ class OVLLM:
         self.context_window: int | None = window if isinstance(window, int) else None
         #: what the engine's prefix cache holds, to count each request's reused prompt tokens
         self.ledger = PrefixLedger(capacity=kv_block_capacity(config, kv_cache_gb, KV_BYTES[kv_cache]))
-        self._tokens = ("tokens", list(self.eos_token_ids), self._token_bytes)
+        self._tokens = ("tokens", list(self.eos_token_ids), table)
         self.peak_batch = 0
         self.relaxed_requests = self.continuations = 0
         self._tok_lock = threading.Lock()  # fast tokenizers are not safe to call from several threads
@@ -282,7 +284,7 @@ class OVLLM:
     def _start(self, worker: EngineProcess | None = None) -> None:
         """Wait until the engine process (a new one unless given) has loaded the model (holding ``_lock``)."""
         worker = worker or EngineProcess(self._init, self.spec, self._process)
-        worker.ready(self._tokens, self._answer)
+        worker.ready(self._tokens, self._answer, waiting=lambda: len(self._waiting))
         self.ledger.clear()  # a new engine starts with an empty cache
         self._worker = worker
         if self._finalizer is not None:

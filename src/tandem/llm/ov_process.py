@@ -1,6 +1,7 @@
 """The OpenVINO engine's process seen from :class:`tandem.llm.ov_engine.OVLLM`: ``python -m
 tandem.llm.ov_worker`` started on one end of a socket pair (or the same loop on a thread, over a pipe), its
-replies read on a thread of their own."""
+replies read on a thread of their own, and watched: a process that computes nothing for
+:data:`STALL_S` seconds while requests wait for it is ended (docs/llm.md, "A known fault")."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,10 @@ from typing import Any
 from tandem.errors import LLMError
 
 log = logging.getLogger(__name__)
+
+#: seconds without any CPU time spent by the engine process, while requests wait for it, before it is
+#: taken for stalled and ended (a step computes; a step that waits on nothing for this long never ends)
+STALL_S = 120.0
 
 
 class EngineProcess:
@@ -55,15 +62,19 @@ class EngineProcess:
         self.spec = spec
         self._send_lock = threading.Lock()
         self.ended = ""
+        self.stalled = ""  # why the watchdog ended the process, if it did
         self.reader: threading.Thread | None = None
         try:
             self.conn.send(init)
         except OSError:
             pass  # it ended at once: ready() says how
 
-    def ready(self, tokens: tuple[Any, ...], on_message: Any) -> None:
+    def ready(self, tokens: tuple[Any, ...], on_message: Any, waiting: Callable[[], int] | None = None,
+              stall_s: float | None = None) -> None:
         """Send the tokenizer's part (``tokens``), wait until the model is loaded, then hand every reply to
-        ``on_message``. Raises LLMError where the process cannot load the model."""
+        ``on_message``; with ``waiting`` (how many requests wait for a reply), end the process when it
+        spends no CPU time for ``stall_s`` seconds (default :data:`STALL_S`) while some wait. Raises LLMError where the process
+        cannot load the model."""
         try:
             self.conn.send(tokens)
         except OSError:
@@ -81,6 +92,36 @@ class EngineProcess:
         self._on_message = on_message
         self.reader = threading.Thread(target=self._read, name=f"tandem-ov-{self.spec}", daemon=True)
         self.reader.start()
+        if waiting is not None and self.proc is not None:  # an engine thread cannot be watched: it holds the GIL
+            threading.Thread(target=self._watch, args=(waiting, STALL_S if stall_s is None else stall_s), name=f"tandem-ov-watch-{self.spec}",
+                             daemon=True).start()
+
+    def _watch(self, waiting: Callable[[], int], stall_s: float) -> None:
+        import psutil
+
+        assert self.proc is not None and self.reader is not None
+        try:
+            process = psutil.Process(self.proc.pid)
+        except psutil.Error:
+            return  # already gone: the reader says how
+        spent, since = -1.0, time.monotonic()
+        while self.reader.is_alive():
+            self.reader.join(min(stall_s / 4, 10.0))
+            now = time.monotonic()
+            count = waiting()
+            try:
+                times = process.cpu_times()
+            except psutil.Error:
+                return
+            if not count or times.user + times.system != spent:
+                spent, since = times.user + times.system, now
+            elif now - since >= stall_s:
+                self.stalled = (f"the engine computed nothing for {now - since:.0f} s while {count} requests "
+                                "waited (a stalled OpenVINO GenAI step, docs/llm.md \"A known fault\"), so it was "
+                                "ended")
+                log.error("%s: %s; the next request starts a new engine", self.spec, self.stalled)
+                self.kill()
+                return
 
     @property
     def alive(self) -> bool:
@@ -136,7 +177,7 @@ class EngineProcess:
                 self.kill()
                 break
         self.conn.close()
-        self.ended = self._how_ended()
+        self.ended = f"{self.stalled}: {self._how_ended()}" if self.stalled else self._how_ended()
         self._on_message(None, self.ended)
 
 

@@ -72,6 +72,8 @@ class Job:
     cursor: Cursor | None = None  # follows a relaxed reply (json_grammar)
     kept: list[int] = field(default_factory=list)  # tokens of earlier attempts, before a continuation
     current: list[int] = field(default_factory=list)  # tokens read from the running attempt
+    stops: tuple[bytes, ...] = ()  # stop strings this worker looks for (empty: none, or the engine's own)
+    text: bytearray = field(default_factory=bytearray)  # the bytes of the tokens accepted so far
     handle: Any = None
     peak: int = 0
     relaxed: bool = False  # started under the relaxed grammar
@@ -108,6 +110,8 @@ class WorkerEngine:
                     else None)
             if plan is not None:
                 job.cursor, grammar, job.relaxed = plan[0].cursor(), plan[1], True
+        if params.stop and self._token_bytes is not None:
+            job.stops = tuple(stop.encode() for stop in params.stop)
         job.config = self._config(params, grammar=grammar)
         self.pending.append(job)
 
@@ -115,7 +119,7 @@ class WorkerEngine:
         config = self._ovg.GenerationConfig()
         config.max_new_tokens = params.max_tokens if max_tokens is None else max_tokens
         config.stop_token_ids = set(self.eos_token_ids)
-        if params.stop:
+        if params.stop and self._token_bytes is None:  # else this worker looks for them (stops_at)
             config.stop_strings = set(params.stop)
             config.include_stop_str_in_output = True  # the text is cut by the caller; token counts stay whole
         if params.temperature > 0:
@@ -155,18 +159,45 @@ class WorkerEngine:
                 del self.jobs[pid]
                 self._dropped = True  # the pipeline frees it at its next step
 
-    def follow(self, job: Job) -> bool:
-        """Read a relaxed job's new tokens into its cursor; at a token that takes a long string past its
-        bound, cancel the attempt and queue its continuation (True)."""
-        assert job.cursor is not None and self._token_bytes is not None
-        new = []
+    def _new_tokens(self, job: Job) -> list[int]:
+        new: list[int] = []
         if job.handle.can_read():
             for output in job.handle.read().values():
                 new = [int(t) for t in output.generated_ids]
+        return new
+
+    def _piece(self, token: int) -> bytes:
+        assert self._token_bytes is not None
+        return self._token_bytes[token] if token < len(self._token_bytes) else b""
+
+    def stops_at(self, job: Job, token: int) -> bool:
+        """Accept ``token`` into the job's text: True where it completes one of the job's stop strings.
+
+        Stop strings are looked for here rather than by OpenVINO GenAI's sampler, whose matching decodes
+        on a thread pool and was seen to hang a step for good (docs/llm.md, "A known fault")."""
+        piece = self._piece(token)
+        job.text += piece
+        return any(stop in job.text[-(len(stop) + len(piece)):] for stop in job.stops)
+
+    def _stopped(self, job: Job, tokens: list[int]) -> None:
+        """End a job whose reply reached a stop string with its last token (the engine frees it next step)."""
+        job.handle.cancel()
+        self._dropped = True
+        self.finished.append(("done", job.rid, job.kept + tokens, "STOP", self._stats(job)))
+
+    def follow(self, job: Job) -> bool:
+        """Read a relaxed job's new tokens into its cursor; at a token that takes a long string past its
+        bound, cancel the attempt and queue its continuation (True); at a token that ends a stop string,
+        end the job (True)."""
+        assert job.cursor is not None and self._token_bytes is not None
+        new = self._new_tokens(job)
         for i, token in enumerate(new):
             before = job.cursor.copy()
             try:
-                if job.cursor.feed(self._token_bytes[token] if token < len(self._token_bytes) else b""):
+                if job.cursor.feed(self._piece(token)):
+                    if job.stops and self.stops_at(job, token):
+                        self._stopped(job, job.current + new[:i + 1])
+                        return True
                     continue
                 rest = before.rest()
             except (ValueError, IndexError, KeyError):  # a reply the cursor cannot follow
@@ -177,7 +208,7 @@ class WorkerEngine:
             job.kept += job.current + new[:i]
             job.current = []
             if rest is None:  # not inside the long string at the token's start: decode bounded from the start
-                job.kept, job.cursor = [], None
+                job.kept, job.cursor, job.text = [], None, bytearray()
                 job.config = self._config(job.params)
             elif job.params.max_tokens <= len(job.kept):  # the budget ends here as it would have bounded
                 self.finished.append(("done", job.rid, job.kept, "LENGTH", self._stats(job)))
@@ -188,6 +219,16 @@ class WorkerEngine:
             job.continuations += 1
             self.pending.append(job)
             return True
+        job.current += new
+        return False
+
+    def watch(self, job: Job) -> bool:
+        """Read a job's new tokens and look for its stop strings in them: True where one ended the job."""
+        new = self._new_tokens(job)
+        for i, token in enumerate(new):
+            if self.stops_at(job, token):
+                self._stopped(job, job.current + new[:i + 1])
+                return True
         job.current += new
         return False
 
@@ -212,14 +253,14 @@ class WorkerEngine:
             return out
         for pid in list(self.jobs):
             job = self.jobs[pid]
-            if job.cursor is not None and self.follow(job):
+            if (self.follow(job) if job.cursor is not None else job.stops and self.watch(job)):
                 del self.jobs[pid]
                 continue
             status = job.handle.get_status()
             if status.name == "RUNNING":
                 continue
             del self.jobs[pid]
-            if job.cursor is not None:
+            if job.cursor is not None or job.stops:  # its tokens were read step by step
                 out.append(("done", job.rid, job.kept + job.current, status.name, self._stats(job)))
                 continue
             outputs = job.handle.read_all()
