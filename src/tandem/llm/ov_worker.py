@@ -98,7 +98,7 @@ class WorkerEngine:
         self.jobs: dict[int, Job] = {}  # by pipeline request id
         self._ids = itertools.count()
         self.pending: list[Job] = []  # admitted at the next step: new requests and continuations
-        self.finished: list[tuple[Any, ...]] = []  # replies that ended outside a step, sent after the next
+        self.finished: list[tuple[Any, ...]] = []  # replies that ended outside the pipeline: sent with the step's
         self._dropped = False  # a cancelled request awaits the step that frees its blocks
 
     def submit(self, rid: int, ids: list[int], params: Params) -> None:
@@ -269,6 +269,7 @@ class WorkerEngine:
                             self._stats(job)))
             else:
                 out.append(("error", job.rid, f"{self.spec}: generation ended ({status.name}) without output"))
+        out, self.finished = out + self.finished, []  # ended in this step's reading: sent now, not a step later
         return out
 
     @staticmethod
