@@ -244,13 +244,72 @@ def test_a_relaxed_json_reply_ends_at_its_stop_string() -> None:
     assert message[:4] == ("done", 7, [0, 1, 2, 3], "STOP")
 
 
-def test_without_token_bytes_openvino_looks_for_the_stop_strings() -> None:
+class _Config:
+    pass
+
+
+def test_openvino_looks_for_stop_strings_only_without_token_bytes() -> None:
     from tandem.llm.ov_worker import Params, WorkerEngine
 
-    class _Config:
-        pass
-
-    engine = WorkerEngine(None, SimpleNamespace(GenerationConfig=_Config), [0], None, "local")
+    ovg = SimpleNamespace(GenerationConfig=_Config)
+    engine = WorkerEngine(None, ovg, [0], None, "local")
     engine.submit(1, [1], Params(20, stop=("\n",)))
     (job,) = engine.pending
     assert job.stops == () and job.config.stop_strings == {"\n"}
+    engine = WorkerEngine(None, ovg, [0], [b"x"], "local")
+    engine.submit(1, [1], Params(20, stop=("\n", "")))  # an empty stop string stops nothing
+    (job,) = engine.pending
+    assert job.stops == (b"\n",) and not hasattr(job.config, "stop_strings")
+
+
+class _Pipe:
+    """A pipeline whose step hands each request its next scripted tokens and status."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def add_request(self, pid: int, ids: Any, config: Any) -> Any:
+        return _Scripted()
+
+    def step(self) -> None:
+        self.steps += 1
+
+
+class _Scripted(_Handle):
+    script: list[tuple[list[int], str]] = []
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.script = list(type(self).script)
+        self.status = "RUNNING"
+
+    def read(self) -> dict[int, Any]:
+        self.tokens, self.status = self.script.pop(0)
+        return super().read()
+
+    def get_status(self) -> Any:
+        return SimpleNamespace(name=self.status)
+
+    def read_all(self) -> list[Any]:
+        return []
+
+
+def test_a_step_sends_a_stopped_reply_at_once_and_frees_it_at_the_next(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tandem.llm.ov_worker import Params, WorkerEngine
+
+    monkeypatch.setattr(_Scripted, "script", [([0], "RUNNING"), ([1, 1, 0], "RUNNING")])
+    engine = WorkerEngine(_Pipe(), SimpleNamespace(GenerationConfig=_Config), [9], [b"a", b"\n"], "local")
+    engine.submit(4, [1], Params(20, stop=("\n\n",)))
+    assert engine.step() == [] and engine.busy
+    ((kind, rid, tokens, status, _),) = engine.step()
+    assert (kind, rid, tokens, status) == ("done", 4, [0, 1, 1], "STOP") and not engine.jobs
+    assert engine.busy and engine.step() == [] and engine._pipe.steps == 3 and not engine.busy
+
+
+def test_a_request_the_engine_ignores_is_an_error_not_an_empty_reply(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tandem.llm.ov_worker import Params, WorkerEngine
+
+    monkeypatch.setattr(_Scripted, "script", [([], "IGNORED")])
+    engine = WorkerEngine(_Pipe(), SimpleNamespace(GenerationConfig=_Config), [9], [b"a", b"\n"], "local")
+    engine.submit(4, [1], Params(20, stop=("\n",)))
+    assert engine.step() == [("error", 4, "local: generation ended (IGNORED) without output")]

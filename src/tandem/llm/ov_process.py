@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 #: seconds without any CPU time spent by the engine process, while requests wait for it, before it is
 #: taken for stalled and ended (a step computes; a step that waits on nothing for this long never ends)
 STALL_S = 120.0
+#: CPU seconds the process may spend within :data:`STALL_S` and still count as stalled (a hung step's
+#: idle threads may wake now and then)
+STALL_CPU_S = 1.0
 
 
 class EngineProcess:
@@ -73,8 +76,8 @@ class EngineProcess:
               stall_s: float | None = None) -> None:
         """Send the tokenizer's part (``tokens``), wait until the model is loaded, then hand every reply to
         ``on_message``; with ``waiting`` (how many requests wait for a reply), end the process when it
-        spends no CPU time for ``stall_s`` seconds (default :data:`STALL_S`) while some wait. Raises LLMError where the process
-        cannot load the model."""
+        spends (almost) no CPU time for ``stall_s`` seconds (default :data:`STALL_S`) while some wait.
+        Raises LLMError where the process cannot load the model."""
         try:
             self.conn.send(tokens)
         except OSError:
@@ -104,7 +107,7 @@ class EngineProcess:
             process = psutil.Process(self.proc.pid)
         except psutil.Error:
             return  # already gone: the reader says how
-        spent, since = -1.0, time.monotonic()
+        spent, since = -STALL_CPU_S - 1, time.monotonic()
         while self.reader.is_alive():
             self.reader.join(min(stall_s / 4, 10.0))
             now = time.monotonic()
@@ -113,7 +116,7 @@ class EngineProcess:
                 times = process.cpu_times()
             except psutil.Error:
                 return
-            if not count or times.user + times.system != spent:
+            if not count or times.user + times.system - spent > STALL_CPU_S:
                 spent, since = times.user + times.system, now
             elif now - since >= stall_s:
                 self.stalled = (f"the engine computed nothing for {now - since:.0f} s while {count} requests "

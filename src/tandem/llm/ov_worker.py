@@ -111,7 +111,7 @@ class WorkerEngine:
             if plan is not None:
                 job.cursor, grammar, job.relaxed = plan[0].cursor(), plan[1], True
         if params.stop and self._token_bytes is not None:
-            job.stops = tuple(stop.encode() for stop in params.stop)
+            job.stops = tuple(stop.encode() for stop in params.stop if stop)  # an empty one stops nothing
         job.config = self._config(params, grammar=grammar)
         self.pending.append(job)
 
@@ -211,6 +211,7 @@ class WorkerEngine:
                 job.kept, job.cursor, job.text = [], None, bytearray()
                 job.config = self._config(job.params)
             elif job.params.max_tokens <= len(job.kept):  # the budget ends here as it would have bounded
+                self._dropped = True  # the cancelled attempt's blocks are freed at the next step
                 self.finished.append(("done", job.rid, job.kept, "LENGTH", self._stats(job)))
                 return True
             else:
@@ -260,7 +261,7 @@ class WorkerEngine:
             if status.name == "RUNNING":
                 continue
             del self.jobs[pid]
-            if job.cursor is not None or job.stops:  # its tokens were read step by step
+            if (job.cursor is not None or job.stops) and (job.kept or job.current):  # read step by step
                 out.append(("done", job.rid, job.kept + job.current, status.name, self._stats(job)))
                 continue
             outputs = job.handle.read_all()
