@@ -29,6 +29,7 @@ the converted folder at first use.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
@@ -206,7 +207,7 @@ class OVLLM:
         self._torch_lock = threading.Lock()
         self._ids = itertools.count()
         self._lock = threading.Lock()  # the engine process, its socket and the requests it has
-        self._waiting: dict[int, Future[tuple[list[int], str]]] = {}
+        self._waiting: dict[int, tuple[Future[tuple[list[int], str]], EngineProcess]] = {}  # by request id
         self._closed = False
         self._finalizer: weakref.finalize | None = None
         with self._lock:
@@ -284,7 +285,7 @@ class OVLLM:
     def _start(self, worker: EngineProcess | None = None) -> None:
         """Wait until the engine process (a new one unless given) has loaded the model (holding ``_lock``)."""
         worker = worker or EngineProcess(self._init, self.spec, self._process)
-        worker.ready(self._tokens, self._answer, waiting=lambda: len(self._waiting))
+        worker.ready(self._tokens, functools.partial(self._answer, worker), waiting=lambda: len(self._waiting))
         self.ledger.clear()  # a new engine starts with an empty cache
         self._worker = worker
         if self._finalizer is not None:
@@ -301,7 +302,7 @@ class OVLLM:
                 log.warning("%s: the engine process had ended (%s); starting a new one", self.spec, self._worker.ended)
                 self._start()
             rid, reused, epoch = next(self._ids), self.ledger.reusable(ids), self.ledger.epoch
-            self._waiting[rid] = future
+            self._waiting[rid] = (future, self._worker)
             try:
                 self._worker.send(("job", rid, ids, params))
             except OSError as exc:
@@ -319,17 +320,18 @@ class OVLLM:
             except OSError:
                 pass  # the engine is gone: nothing runs the request
 
-    def _answer(self, message: tuple[Any, ...] | None, ended: str = "") -> None:
-        """A reply from the engine process (called on its reader thread); None: the process ended, so
-        every request still waiting fails."""
+    def _answer(self, worker: EngineProcess, message: tuple[Any, ...] | None, ended: str = "") -> None:
+        """A reply from the engine process ``worker`` (called on its reader thread); None: the process
+        ended, so every request still waiting on it fails (not those a new engine already runs)."""
         if message is None:
             with self._lock:
-                waiting, self._waiting = self._waiting, {}
-            for future in waiting.values():
+                lost = [rid for rid, (_, sent_to) in self._waiting.items() if sent_to is worker]
+                futures = [self._waiting.pop(rid)[0] for rid in lost]
+            for future in futures:
                 future.set_exception(LLMError(f"{self.spec}: the engine process ended ({ended}) before replying"))
             return
         with self._lock:
-            future = self._waiting.pop(message[1], None)
+            future, _ = self._waiting.pop(message[1], (None, None))
         if future is None:
             return
         if message[0] == "error":

@@ -66,6 +66,7 @@ class EngineProcess:
         self._send_lock = threading.Lock()
         self.ended = ""
         self.stalled = ""  # why the watchdog ended the process, if it did
+        self._gone = False  # its replies stopped: the next request goes to a new engine
         self.reader: threading.Thread | None = None
         try:
             self.conn.send(init)
@@ -128,8 +129,8 @@ class EngineProcess:
 
     @property
     def alive(self) -> bool:
-        """False once the process has ended and its waiting requests were failed."""
-        return self.reader is not None and self.reader.is_alive()
+        """False once its replies have stopped (the process ended, or is ending)."""
+        return self.reader is not None and self.reader.is_alive() and not self._gone
 
     def send(self, message: tuple[Any, ...]) -> None:
         """Send one message (OSError where the process is gone)."""
@@ -179,6 +180,7 @@ class EngineProcess:
                 log.exception("the engine process's reply could not be read; ending it")
                 self.kill()
                 break
+        self._gone = True
         self.conn.close()
         self.ended = f"{self.stalled}: {self._how_ended()}" if self.stalled else self._how_ended()
         self._on_message(None, self.ended)
