@@ -21,8 +21,8 @@ from tandem.errors import LLMError
 
 log = logging.getLogger(__name__)
 
-#: seconds without any CPU time spent by the engine process, while requests wait for it, before it is
-#: taken for stalled and ended (a step computes; a step that waits on nothing for this long never ends)
+#: seconds in which the engine process spends under :data:`STALL_CPU_S` of CPU time, while requests wait
+#: for it, before it is taken for stalled and ended (a step that computes spends CPU time, however long)
 STALL_S = 120.0
 #: CPU seconds the process may spend within :data:`STALL_S` and still count as stalled (a hung step's
 #: idle threads may wake now and then)
@@ -73,11 +73,10 @@ class EngineProcess:
         except OSError:
             pass  # it ended at once: ready() says how
 
-    def ready(self, tokens: tuple[Any, ...], on_message: Any, waiting: Callable[[], int] | None = None,
-              stall_s: float | None = None) -> None:
+    def ready(self, tokens: tuple[Any, ...], on_message: Any, waiting: Callable[[], int] | None = None) -> None:
         """Send the tokenizer's part (``tokens``), wait until the model is loaded, then hand every reply to
         ``on_message``; with ``waiting`` (how many requests wait for a reply), end the process when it
-        spends (almost) no CPU time for ``stall_s`` seconds (default :data:`STALL_S`) while some wait.
+        spends (almost) no CPU time for :data:`STALL_S` seconds while some wait.
         Raises LLMError where the process cannot load the model."""
         try:
             self.conn.send(tokens)
@@ -97,7 +96,7 @@ class EngineProcess:
         self.reader = threading.Thread(target=self._read, name=f"tandem-ov-{self.spec}", daemon=True)
         self.reader.start()
         if waiting is not None and self.proc is not None:  # an engine thread cannot be watched: it holds the GIL
-            threading.Thread(target=self._watch, args=(waiting, STALL_S if stall_s is None else stall_s), name=f"tandem-ov-watch-{self.spec}",
+            threading.Thread(target=self._watch, args=(waiting, STALL_S), name=f"tandem-ov-watch-{self.spec}",
                              daemon=True).start()
 
     def _watch(self, waiting: Callable[[], int], stall_s: float) -> None:
