@@ -14,6 +14,7 @@ import pytest
 
 from tandem.compose import build_method
 from tandem.errors import ConfigError
+from tandem.eval.codecheck import CODE_FILE
 from tandem.eval.runner import PREDICTIONS, load_done, run_qa
 from tandem.llm import OpenAILLM
 from tandem.testing.fake_llm import FakeLLM
@@ -64,6 +65,29 @@ def test_resume_refuses_other_settings(tmp_path):
     run_qa(build_method("direct", FakeLLM(default="x")), QUESTIONS[:2], tmp_path, CONFIG)
     with pytest.raises(ConfigError, match="other settings \\(method"):
         run_qa(build_method("direct", FakeLLM(default="x")), QUESTIONS[:2], tmp_path, {**CONFIG, "method": "ircot"})
+
+
+def test_resume_refuses_answers_of_other_method_code_unless_allowed(tmp_path):
+    run_qa(build_method("direct", FakeLLM(default="x")), QUESTIONS[:2], tmp_path, CONFIG)
+    kept = json.loads((tmp_path / CODE_FILE).read_text())
+    assert "methods/direct/algorithm.py" in kept["files"] and "methods/answers.py" in kept["files"]
+    assert kept["changes"] == []
+    # the two saved answers were made by another version of the method's algorithm
+    kept["files"]["methods/direct/algorithm.py"] = "0" * 16
+    (tmp_path / CODE_FILE).write_text(json.dumps(kept))
+    with pytest.raises(ConfigError, match=r"changed since its 2 saved answers.*methods/direct/algorithm\.py"):
+        run_qa(build_method("direct", FakeLLM(default="x")), QUESTIONS[:4], tmp_path, CONFIG)
+    assert len(load_done(tmp_path / PREDICTIONS)) == 2  # nothing answered, nothing lost
+    metrics = run_qa(build_method("direct", FakeLLM(default="x")), QUESTIONS[:4], tmp_path, CONFIG,
+                     allow_code_change=True)
+    assert metrics["questions"] == 4
+    assert metrics["code_changes"] == [{"after_questions": 2, "files": ["methods/direct/algorithm.py"]}]
+    kept = json.loads((tmp_path / CODE_FILE).read_text())
+    assert kept["changes"] == metrics["code_changes"] and kept["files"]["methods/direct/algorithm.py"] != "0" * 16
+    # a run begun before code.json was kept resumes and keeps today's code from then on
+    (tmp_path / CODE_FILE).unlink()
+    run_qa(build_method("direct", FakeLLM(default="x")), QUESTIONS[:5], tmp_path, CONFIG)
+    assert json.loads((tmp_path / CODE_FILE).read_text())["changes"] == []
 
 
 def test_torn_last_line_is_dropped(tmp_path):

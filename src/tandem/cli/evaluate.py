@@ -102,6 +102,7 @@ def eval_qa(
     judge_calibration: Annotated[Optional[int], typer.Option(help="Questions the judge is calibrated on before its column is trusted (default 100; 0 = none).")] = None,
     cache: Annotated[Optional[bool], typer.Option("--cache/--no-cache", help="SQLite response cache in the run folder (default on).")] = None,
     retry_errors: Annotated[bool, typer.Option(help="On resume, run failed questions again.")] = False,
+    allow_code_change: Annotated[bool, typer.Option(help="Resume although the method's code changed since the saved answers (recorded in code.json).")] = False,
     fmt: Annotated[Optional[str], typer.Option("--format", help="Force the dataset format.")] = None,
     r2former: Annotated[Optional[Path], typer.Option(help="Shorthand for --set r2former=PATH (an R²-Former checkpoint folder).")] = None,
     llm_opt: Annotated[list[str], typer.Option("--llm-opt", help=LLM_OPT_HELP)] = [],  # noqa: B006
@@ -117,10 +118,11 @@ def eval_qa(
     if cfg.dataset is None:
         raise typer.BadParameter("give --dataset FILE (or dataset: in --config)")
     with owned_output(out_dir, "qa-run", replacing=False):  # before any work, and before the cache file is created
-        _eval_qa(cfg, out_dir, retry_errors, skip_bad, max_failures, as_json)
+        _eval_qa(cfg, out_dir, retry_errors, allow_code_change, skip_bad, max_failures, as_json)
 
 
-def _eval_qa(cfg: RunConfig, out_dir: Path, retry_errors: bool, skip_bad: bool, max_failures: int, as_json: bool) -> None:
+def _eval_qa(cfg: RunConfig, out_dir: Path, retry_errors: bool, allow_code_change: bool, skip_bad: bool,
+             max_failures: int, as_json: bool) -> None:
     from tandem.eval.run import evaluate
     from tandem.eval.runner import ERRORS_LOG, PREDICTIONS, load_done, metrics_row
 
@@ -136,13 +138,16 @@ def _eval_qa(cfg: RunConfig, out_dir: Path, retry_errors: bool, skip_bad: bool, 
 
         if (out_dir / PREDICTIONS).is_file():
             bar.update(task, completed=len(set(load_done(out_dir / PREDICTIONS)) & {q.id for q in questions}))
-        metrics = evaluate(cfg, out_dir, retry_errors=retry_errors, skip_bad=skip_bad, max_failures=max_failures,
+        metrics = evaluate(cfg, out_dir, retry_errors=retry_errors, allow_code_change=allow_code_change, skip_bad=skip_bad, max_failures=max_failures,
                            on_record=on_record, dataset=ds)
     if as_json:
         print_json(metrics)
     else:
         print_row(f"{cfg.method} on {Path(cfg.dataset).name}", metrics_row(metrics))
     console.print(f"wrote {out_dir}")
+    for change in metrics.get("code_changes", []):
+        console.print(f"[yellow]answers after the first {change['after_questions']} came from changed code "
+                      f"({', '.join(change['files'])})")
     if metrics["errors"]:
         where = f"errors in {out_dir / PREDICTIONS}, tracebacks in {out_dir / ERRORS_LOG}"
         if metrics["unreachable"]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from tandem.config import normalise_run_config
 from tandem.errors import ConfigError, DataError, LLMError, RunError, WriteError
+from tandem.eval.codecheck import keep_code
 from tandem.eval.judge import (
     REANSWER_PROMPT,
     ReanswerPrompt,
@@ -214,6 +215,7 @@ def run_qa(
     calibrate: int = 100,
     self_judged: bool = False,
     retry_errors: bool = False,
+    allow_code_change: bool = False,
     max_consecutive_failures: int = 3,
     on_record: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
@@ -222,15 +224,17 @@ def run_qa(
     ``reanswer_prompt`` names the re-answer prompt (:data:`tandem.eval.judge.REANSWER_PROMPTS`). With a judge,
     a finished run calibrates it on the first ``calibrate`` questions (:func:`tandem.eval.judge.calibrate_judge`,
     kept in ``judge-calibration.json``) and records the result in metrics.json; ``self_judged`` says the
-    judge is the method's own LLM."""
+    judge is the method's own LLM. The method's code is checked against the code that made the answers saved
+    so far (:func:`tandem.eval.codecheck.keep_code`; ``allow_code_change`` records a change instead of refusing)."""
     run = RunDir(out_dir, "qa-run")
     if (run.folder / CONFIG_FILE).exists():
         old, new = normalise_run_config(run.read_config()), normalise_run_config(config)
         changed = [k for k in RESUME_KEYS if (old.get(k) or None) != (new.get(k) or None)]
         if changed:
             raise ConfigError(f"{out_dir} holds a run with other settings ({', '.join(changed)}): use another --out")
-    run.write_config(config)
     path = run.folder / PREDICTIONS
+    code = keep_code(run.folder, method, len(read_finished(path)) if path.is_file() else 0, allow_code_change)
+    run.write_config(config)
     done = load_done(path)
     if retry_errors and any("error" in r for r in done.values()):
         done = {k: r for k, r in done.items() if "error" not in r}
@@ -299,6 +303,8 @@ def run_qa(
         wanted = {q.id for q in questions}
         metrics = summarize([r for r in records if r["id"] in wanted])
         metrics["method"] = config.get("method")
+        if code["changes"]:
+            metrics["code_changes"] = code["changes"]  # answers made by more than one version of the method
         if calibration is not None:
             metrics["judge_calibration"] = calibration
         if stopped:
