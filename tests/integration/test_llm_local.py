@@ -73,6 +73,17 @@ def test_embeddings_path_matches_text_path(llm: HFLLM) -> None:
     assert out.logits.shape[:2] == ids.shape
 
 
+def test_the_converted_folder_holds_the_ggufs_weights(llm: HFLLM) -> None:
+    from transformers import AutoModelForCausalLM
+
+    gguf = convert.gguf_file("smollm2")
+    direct = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    ours, theirs = llm.model.state_dict(), direct.state_dict()
+    assert sorted(ours) == sorted(theirs)
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours)
+    assert not hasattr(llm.model.config, "quantization_config")
+
+
 def test_second_load_uses_the_cache(llm: HFLLM, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_conversion(*args: object) -> float:
         raise AssertionError("the converted model should have been reused")
