@@ -190,3 +190,19 @@ def test_chunking_a_long_paragraph_is_linear_and_keeps_every_word():
     assert chunks[1].split()[:40] == chunks[0].split()[-40:]
     rebuilt = chunks[0].split() + [w for c in chunks[1:] for w in c.split()[40:]]
     assert rebuilt == words
+
+
+def test_data_inspect_gives_a_slices_answer_types():
+    from typer.testing import CliRunner
+
+    from tandem.cli import app
+
+    runner = CliRunner()
+    path = str(shared("hotpotqa/dev500.jsonl"))
+    bridge = runner.invoke(app, ["data", "inspect", path, "--limit", "250"])
+    comparison = runner.invoke(app, ["data", "inspect", path, "--offset", "250", "--json"])
+    assert bridge.exit_code == 0 and comparison.exit_code == 0
+    assert "250 questions (0-249 of 500)" in bridge.output and "yes/no" not in bridge.output  # dev500 is sorted by type
+    assert "32% yes/no" in json.loads(comparison.stdout)["answer_types"]
+    beyond = runner.invoke(app, ["data", "inspect", path, "--offset", "500"])
+    assert beyond.exit_code == 2 and "skips every question" in beyond.output
