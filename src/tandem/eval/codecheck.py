@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import tandem
 from tandem.errors import ConfigError
 from tandem.io import write_json_atomic
 
@@ -29,9 +28,9 @@ TRAINING = ("train", "finetune", "sft")  # a method folder's files that train mo
 def method_code(method: object) -> dict[str, str]:
     """{file: short SHA-256} of the files that shape ``method``'s answers (module doc); a method defined
     outside the tandem package counts its own module's file."""
-    root = Path(tandem.__file__).parent
+    root = Path(__file__).resolve().parents[1]  # the tandem package
     module = sys.modules.get(type(method).__module__)
-    own = Path(module.__file__) if module is not None and getattr(module, "__file__", None) else None
+    own = Path(module.__file__).resolve() if module is not None and getattr(module, "__file__", None) else None
     files: list[Path] = [root / rel for rel in SHARED]
     if own is not None and own.is_relative_to(root / "methods"):
         files += sorted(p for p in own.parent.glob("*.py") if not p.name.startswith(TRAINING))
