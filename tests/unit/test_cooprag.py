@@ -94,8 +94,33 @@ def test_shared_context_has_the_answer_prompt_begin_as_the_completion_prompt_did
     assert c_user["content"].startswith(documents) and a_user["content"].startswith(documents)
     assert (c_system == a_system) == shared  # one system message: the answer's prompt extends the same prefix
     if shared:
-        assert P.COMPLETE_SYSTEM in c_system["content"] and P.ANSWER_SYSTEM in c_system["content"]
+        # the fake LLM has no answer style of its own: ``instruction``, the answer's brief system prompt
+        assert P.COMPLETE_SYSTEM in c_system["content"] and P.ANSWER_SYSTEM_BRIEF in c_system["content"]
     assert ans.text == "Warsaw"
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_the_answer_names_yes_or_no_only_for_a_question_that_asks_it_on_an_instruction_style_model(setup, shared):
+    search, _ = setup
+    yes_no = Question("q2", "Was the mother of Irene Curie born in Warsaw?", ("yes",))
+    prompts = {}
+    for style in ("system", "instruction_yes_no"):
+        for question in (QUESTION, yes_no):
+            llm = FakeLLM([UNROLL, COMPLETED, "Answer: Warsaw."])
+            llm.answer_style = style  # the local backend sets it from the model's ladder entry
+            ans = CoopRAG(llm, search, None, CoopRAGSettings(k=2, shared_context=shared)).answer(question)
+            system, user = ans.trace.llm_calls[2].messages
+            prompts[style, question.id] = (system["content"], user["content"])
+            if shared:  # the completion's prompt begins as the answer's does
+                assert ans.trace.llm_calls[1].messages[0] == system
+    for qid in ("q1", "q2"):  # the paper's wording for a model of the system style (SmolLM2)
+        system, user = prompts["system", qid]
+        assert "asks yes or no, answer yes or no" in system and user.endswith("\nAnswer:")
+        assert P.BRIEF_INSTRUCTION not in user
+    system, user = prompts["instruction_yes_no", "q1"]  # a question that asks neither: yes/no is never named
+    assert "yes" not in system.lower() and "yes or no" not in user.lower()
+    assert user.endswith(f"{P.BRIEF_INSTRUCTION}\nAnswer:")
+    assert prompts["instruction_yes_no", "q2"][1].endswith("Answer yes or no.\nAnswer:")
 
 
 def test_unroll_parse_failure_falls_back_to_question_only(setup):

@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from tandem.errors import ConfigError
 from tandem.llm.base import LLM, Message
+from tandem.methods.answers import answer_style
 from tandem.methods.base import (
     Search,
     call_llm,
@@ -117,12 +118,14 @@ class CoopRAG:
             if not chain:
                 step.notes["skipped"] = "no chain to complete"
             else:
-                completed = self._ask(step, "complete", P.complete_messages(question, subs, chain, docs, self.shared_context),
+                completed = self._ask(step, "complete", P.complete_messages(question, subs, chain, docs, self.shared_context,
+                                                                            answer_style(self.llm)),
                                       P.parse_completed, "the masked chain") or chain
             step.notes["chain"] = [list(t) for t in completed]
             step = trace.add(Step("answer"))
             text = P.parse_answer(call_llm(self.llm, step, "answer",
-                                           P.answer_messages(question, subs, completed, docs, self.shared_context),
+                                           P.answer_messages(question, subs, completed, docs, self.shared_context,
+                                                             answer_style(self.llm)),
                                            max_tokens=self.max_tokens["answer"], temperature=self.temperature))
         role = "one_call" if self.one_call else "answer"
         if not text:

@@ -18,7 +18,7 @@ from typing import Any
 from tandem.errors import ParseError
 from tandem.llm.base import Message
 from tandem.llm.jsonparse import parse_json
-from tandem.methods.answers import clean_answer
+from tandem.methods.answers import BRIEF_INSTRUCTION, YES_NO_INSTRUCTION, asks_yes_or_no, clean_answer
 from tandem.methods.base import Role, compact_json_examples
 from tandem.types import Document
 
@@ -161,6 +161,14 @@ ANSWER_SYSTEM = (
     "span, using only words from the chain or the documents: a name, a date, a number or a short "
     f"phrase. If the question asks yes or no, answer yes or no. Reply with one line: {ANSWER} <span>"
 )
+#: the instruction styles of :func:`tandem.methods.answers.answer_style` (the 1.5B's): the system prompt does not
+#: name yes or no - said there, Qwen2.5-Coder-1.5B answered "Yes" to 28 of 126 dev500 bridge questions, none
+#: of which asks yes or no - and the user turn ends with the brief instruction, or "Answer yes or no." where
+#: the question asks it (``instruction_yes_no``)
+ANSWER_SYSTEM_BRIEF = (
+    "You answer a question from a completed reasoning chain and documents. Give the shortest answer "
+    f"span, using only words from the chain or the documents. Reply with one line: {ANSWER} <span>"
+)
 ONE_CALL_SYSTEM = compact_json_examples((
     f"You answer a question from documents. First complete the reasoning chain: replace every {UNCERTAIN} "
     f"and {FILL} with words copied from the documents. Then give the shortest answer span (yes or no "
@@ -172,21 +180,36 @@ ONE_CALL_SYSTEM = compact_json_examples((
 #: ``shared_context``: one system message for steps (iv) and (v), each call's task named after the context
 SHARED_SYSTEM = ("You work on a question from documents in two turns. When the last line starts with "
                  f"'Masked Chain:': {COMPLETE_SYSTEM}\nWhen the message ends with '{ANSWER}': {ANSWER_SYSTEM}")
+SHARED_SYSTEM_BRIEF = SHARED_SYSTEM.replace(ANSWER_SYSTEM, ANSWER_SYSTEM_BRIEF)
+
+
+def _answer_system(style: str, shared: bool) -> str:
+    """The answer's system prompt for an answer style (``system``: the paper's wording, yes/no named)."""
+    if style == "system":
+        return SHARED_SYSTEM if shared else ANSWER_SYSTEM
+    return SHARED_SYSTEM_BRIEF if shared else ANSWER_SYSTEM_BRIEF
 
 
 def complete_messages(question: str, sub_questions: Sequence[str], chain: Sequence[Triple],
-                      docs: Sequence[Document], shared: bool = False) -> list[Message]:
-    """Step (iv): fill the masks from the top-k documents (``shared``: under :data:`SHARED_SYSTEM`)."""
+                      docs: Sequence[Document], shared: bool = False, style: str = "system") -> list[Message]:
+    """Step (iv): fill the masks from the top-k documents (``shared``: under :data:`SHARED_SYSTEM`, or
+    :data:`SHARED_SYSTEM_BRIEF` for an instruction ``style``)."""
     user = f"{_context(question, sub_questions, docs)}Masked Chain: {render_chain(chain)}"
-    return [Message("system", SHARED_SYSTEM if shared else COMPLETE_SYSTEM), Message("user", user)]
+    return [Message("system", _answer_system(style, True) if shared else COMPLETE_SYSTEM), Message("user", user)]
 
 
 def answer_messages(question: str, sub_questions: Sequence[str], chain: Sequence[Triple],
-                    docs: Sequence[Document], shared: bool = False) -> list[Message]:
-    """Step (v): the answer from question, sub-questions, completed chain and documents (``shared``: under
-    :data:`SHARED_SYSTEM`, so that the prompt begins as step (iv)'s did, documents included)."""
-    user = f"{_context(question, sub_questions, docs)}{COMPLETED} {render_chain(chain)}\n{ANSWER}"
-    return [Message("system", SHARED_SYSTEM if shared else ANSWER_SYSTEM), Message("user", user)]
+                    docs: Sequence[Document], shared: bool = False, style: str = "system") -> list[Message]:
+    """Step (v): the answer from question, sub-questions, completed chain and documents (``shared``: under the
+    shared system prompt, so that the prompt begins as step (iv)'s did, documents included). ``style`` is the
+    model's answer style (:func:`tandem.methods.answers.answer_style`): ``system`` names yes/no in the system
+    prompt; ``instruction`` ends the user turn with the brief instruction, ``instruction_yes_no`` with "Answer
+    yes or no." where the question asks it (:func:`tandem.methods.answers.asks_yes_or_no`)."""
+    head = f"{_context(question, sub_questions, docs)}{COMPLETED} {render_chain(chain)}\n"
+    if style != "system":
+        verdict = style == "instruction_yes_no" and asks_yes_or_no(question)
+        head += f"{YES_NO_INSTRUCTION if verdict else BRIEF_INSTRUCTION}\n"
+    return [Message("system", _answer_system(style, shared)), Message("user", head + ANSWER)]
 
 
 def one_call_messages(question: str, sub_questions: Sequence[str], chain: Sequence[Triple],
