@@ -84,6 +84,9 @@ def test_resume_refuses_answers_of_other_method_code_unless_allowed(tmp_path):
     assert metrics["code_changes"] == [{"after_questions": 2, "files": ["methods/direct/algorithm.py"]}]
     kept = json.loads((tmp_path / CODE_FILE).read_text())
     assert kept["changes"] == metrics["code_changes"] and kept["files"]["methods/direct/algorithm.py"] != "0" * 16
+    (tmp_path / CODE_FILE).write_text("[1, 2]")  # damaged by hand: a clear error, not an internal one
+    with pytest.raises(ConfigError, match="not what tandem writes there"):
+        run_qa(build_method("direct", FakeLLM(default="x")), QUESTIONS[:4], tmp_path, CONFIG)
     # a run begun before code.json was kept resumes and keeps today's code from then on
     (tmp_path / CODE_FILE).unlink()
     run_qa(build_method("direct", FakeLLM(default="x")), QUESTIONS[:5], tmp_path, CONFIG)

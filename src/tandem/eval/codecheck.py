@@ -4,8 +4,8 @@ method's prompts or algorithm without saying so.
 
 The fingerprint covers the method's own folder (algorithm, prompts, settings; not its training files),
 the prompt parts the methods share (``tandem/methods/answers.py``, ``base.py``, ``parts.py``) and the
-scoring prompts (``tandem/eval/judge.py``: the judge and the re-answer). Retrievers and LLM engines are not in it: their
-settings are part of the run's config and checked as such."""
+scoring prompts (``tandem/eval/judge.py``: the judge and the re-answer). Retrievers and LLM engines are
+not in it: their settings are part of the run's config and checked as such."""
 
 from __future__ import annotations
 
@@ -58,6 +58,9 @@ def keep_code(folder: Path, method: object, answered: int, allow_change: bool) -
         except (OSError, ValueError) as exc:
             raise ConfigError(f"{path}: unreadable ({exc}); remove it to go on without the check of the "
                               "answers made so far") from None
+        if not isinstance(kept, dict) or not isinstance(kept.get("files") or {}, dict):
+            raise ConfigError(f"{path}: not what tandem writes there (an object with 'files'); remove it to go on "
+                              "without the check of the answers made so far")
     changes = list(kept.get("changes") or [])
     before = kept.get("files")
     if before and answered and before != code:
