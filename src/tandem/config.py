@@ -89,10 +89,7 @@ class RunConfig(Settings):
 
     def select(self, questions: Sequence[T]) -> list[T]:
         """The questions this run answers: ``offset`` skipped, then at most ``limit``."""
-        if self.offset and self.offset >= len(questions):
-            raise ConfigError(f"--offset {self.offset} skips every question: the dataset has {len(questions)}")
-        end = self.offset + self.limit if self.limit else None
-        return list(questions[self.offset:end])
+        return select_questions(questions, self.offset, self.limit)
 
     @model_validator(mode="after")
     def _resolve(self) -> Self:
@@ -100,6 +97,15 @@ class RunConfig(Settings):
         resolved = METHODS.get(self.method).validate(self.settings, where=f"{self.method} settings")
         object.__setattr__(self, "settings", resolved.to_dict())
         return self
+
+
+def select_questions(questions: Sequence[T], offset: int = 0, limit: int | None = None,
+                     source: str = "the dataset") -> list[T]:
+    """``questions`` with the first ``offset`` skipped, then at most ``limit`` (``eval qa`` and ``data inspect``
+    slice alike); an offset past the end is a ConfigError naming ``source``."""
+    if offset and offset >= len(questions):
+        raise ConfigError(f"--offset {offset} skips every question: {source} has {len(questions)}")
+    return list(questions[offset:offset + limit if limit else None])
 
 
 def upgrade_legacy(data: Mapping[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from tandem.cli.common import (
     print_json,
     report_skips,
 )
+from tandem.errors import ConfigError
 from tandem.io import ReadStats
 
 data_app = typer.Typer(help="Inspect datasets and corpora.", no_args_is_help=True)
@@ -29,6 +30,7 @@ def data_inspect(
 ) -> None:
     """Show a file's detected format and what it holds; for a dataset, its gold answers' types too (in the
     slice ``--offset`` / ``--limit`` selects, as ``eval qa`` does)."""
+    from tandem.config import select_questions
     from tandem.corpus import load_corpus, load_dataset, sniff_format
     from tandem.corpus.formats import QA_FORMATS
     from tandem.eval.judge import answer_type_notes
@@ -36,9 +38,10 @@ def data_inspect(
     detected = fmt or sniff_format(path)
     if detected in QA_FORMATS:
         ds = load_dataset(path, format=detected, skip_bad=skip_bad)
-        if offset and offset >= len(ds.questions):
-            raise typer.BadParameter(f"--offset {offset} skips every question: {path} has {len(ds.questions)}")
-        questions = ds.questions[offset:offset + limit if limit else None]
+        try:
+            questions = select_questions(ds.questions, offset, limit, source=str(path))
+        except ConfigError as exc:
+            raise typer.BadParameter(str(exc)) from None
         with_gold = sum(1 for q in questions if q.gold_doc_ids)
         answers = answer_type_notes([q.answers for q in questions])
         sliced = f" ({offset}-{offset + len(questions) - 1} of {len(ds.questions)})" if (offset or limit) else ""
