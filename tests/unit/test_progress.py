@@ -63,6 +63,8 @@ def test_a_stage_that_never_reports_adds_no_task() -> None:
         progress("train client 0", 2, 2)
         progress("eval client 0", 1, 1)
         on_step = bar.training("train")
+        on_step.stage("train lists")(5, 8)
         on_step(3, 10, 0.25)
     tasks = {t.description: (t.completed, t.total) for t in bar.tasks}
-    assert tasks == {"train client 0": (2, 2), "eval client 0": (1, 1), "train loss 0.250": (3, 10)}
+    assert tasks == {"train client 0": (2, 2), "eval client 0": (1, 1), "train lists": (5, 8),
+                     "train loss 0.250": (3, 10)}

@@ -108,14 +108,27 @@ class LazyProgress(Progress):
 
         return progress
 
-    def training(self, description: str) -> Callable[[int, int, float], None]:
-        """An ``on_step(step, total, loss)`` for a training loop: the step count and the last loss."""
-        task = self.add_task(description, total=None)
+    def training(self, description: str) -> TrainingProgress:
+        """An ``on_step(step, total, loss)`` for a training loop: the step count and the last loss; its
+        ``stage(label)`` draws the work before the first step (building examples) as a task of its own."""
+        return TrainingProgress(self, description)
 
-        def on_step(step: int, total: int, loss: float) -> None:
-            self.update(task, completed=step, total=total, description=f"{description} loss {loss:.3f}")
 
-        return on_step
+class TrainingProgress:
+    """A training loop's ``on_step(step, total, loss)`` on a :class:`LazyProgress`, and ``stage(label)``: an
+    ``on_progress(done, total)`` for what the trainer prepares before its first step (a trainer's library
+    code asks for it with ``getattr(on_step, "stage", None)``, so a plain function stays a valid ``on_step``)."""
+
+    def __init__(self, bar: LazyProgress, description: str) -> None:
+        self._bar, self._description = bar, description
+        self._task = bar.add_task(description, total=None)
+
+    def __call__(self, step: int, total: int, loss: float) -> None:
+        self._bar.update(self._task, completed=step, total=total, description=f"{self._description} loss {loss:.3f}")
+
+    def stage(self, label: str) -> OnProgress:
+        """Progress of one preparation stage, drawn as the task ``label``."""
+        return self._bar.callback(label)
 
 
 def progress_bar(*, delay: float = BAR_DELAY_S, target: Console | None = None) -> LazyProgress:

@@ -44,7 +44,7 @@ from tandem.methods.r2ag.former import (
 from tandem.methods.r2ag.prompts import build_prompt, choose_placeholder
 from tandem.methods.r2ag.trainer import R2AGTrainRun, R2AGTrainSettings
 from tandem.train.specs import backend_options
-from tandem.types import Document, Question
+from tandem.types import Document, OnProgress, Question
 
 RUN_ONLY = ("max_minutes", "max_steps", "eval_every", "save_every")  # settings a resumed run may change
 R2AGTrainConfig = R2AGTrainSettings  # the hyper-parameters' name in the training code before they were a settings model
@@ -63,12 +63,16 @@ class RankedList:
 
 
 def build_lists(questions: Sequence[Question], store: DocStore, encoder: Encoder, *, k: int = 10,
-                search: Search | None = None, drop: Sequence[str] = (), gamma_first: float = 1.0) -> list[RankedList]:
+                search: Search | None = None, drop: Sequence[str] = (), gamma_first: float = 1.0,
+                on_progress: OnProgress | None = None) -> list[RankedList]:
     """Ranked lists for questions with gold answers: the question's own context paragraphs
     (``metadata['context_ids']``, gold ones first), topped up to k with retrieved distractors when
-    ``search`` is given (e.g. NQ-open oracle: 1 gold + 9 retrieved); then sorted by r."""
+    ``search`` is given (e.g. NQ-open oracle: 1 gold + 9 retrieved); then sorted by r.
+    ``on_progress(done, total)`` after each question."""
     out = []
-    for q in questions:
+    for done, q in enumerate(questions, 1):
+        if on_progress is not None:
+            on_progress(done, len(questions))
         if not q.answers:
             continue
         ids = [d for d in q.gold_doc_ids if d in store]
@@ -295,7 +299,9 @@ def run_training(spec: R2AGTrainRun, out: Path, on_step: Callable[[int, int, flo
         idx = open_index(spec.index)
         search = Search(open_retriever(idx), idx.store)
     store, encoder = DocStore(ds.passages), load_encoder(spec.encoder)
-    lists = {name: build_lists(qs, store, encoder, k=config.k, search=search, drop=config.drop_features)
+    stage = getattr(on_step, "stage", None)  # the command line's bar (TrainingProgress): the lists take minutes
+    lists = {name: build_lists(qs, store, encoder, k=config.k, search=search, drop=config.drop_features,
+                               on_progress=stage(f"{name} lists") if stage else None)
              for name, qs in (("train", train_qs), ("val", val_qs))}
     backend = embedding_backend(load_llm(spec.llm, **llm_options))
     if not hasattr(backend, "model"):
