@@ -8,13 +8,16 @@
     python benchmarks/llm_engine.py --compare RUN_TORCH RUN_OPENVINO  # the same from two existing eval runs
     python benchmarks/llm_engine.py --engines openvino --ov-variant weights=q4_1 --skip-methods  # settings side by side
     python benchmarks/llm_engine.py --op-profile                      # where one stream's decode time goes, per op type
+    python benchmarks/llm_engine.py --model smollm2-135m              # another model of the ladder (default: local's)
 
 One run, on the machine it runs on, prints JSON lines and then a Markdown table:
 
-- the GEMM peak at SmolLM2's shapes (1024x576 . 576x1536, torch, fp32 and bf16, the process's CPUs);
+- the GEMM peak at the model's MLP shape (1024 x hidden . hidden x feed-forward, read from its GGUF: SmolLM2
+  1024x576.576x1536, the 1.5B 1024x1536.1536x8960; torch, fp32 and bf16, the process's CPUs);
 - prefill tokens/s (one ~1,000-token prompt) and decode tokens/s (1 and 16 streams) of each engine
   through ``LLM.complete`` - prefill as a ratio to the bf16 GEMM peak in tokens/s,
-  GEMM FLOPS / (2 x 106M non-embedding parameters); decode as a ratio to the targets (100 / 500 tok/s);
+  GEMM FLOPS / (2 x the model's parameters without its embedding and output tables: SmolLM2 106M, the 1.5B
+  1.31B); decode as a ratio to the targets (100 / 500 tok/s);
 - seconds per question of NativeRAG (naive_rag) / CoopRAG / DualRAG (``tandem eval qa`` on the first N questions
   of HotpotQA dev500 over a hybrid index of its pool (RaLa extras)) at concurrency 1 and 8.
 
@@ -39,7 +42,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASET = ROOT.parent / "shared" / "data" / "hotpotqa" / "dev500.jsonl"
-NON_EMBEDDING_PARAMS = 106e6  # SmolLM2-135M without its 28M tied embedding table
 DECODE_TARGETS = {1: 100.0, 16: 500.0}
 METHODS = ("naive_rag", "cooprag", "dualrag")
 ENGINES = ("torch", "openvino", "vllm")
@@ -60,13 +62,32 @@ def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def gemm_peak(seconds: float = 2.0) -> dict[str, float]:
-    """GFLOPS of torch matmul at SmolLM2's MLP shape, fp32 and bf16, best of ~``seconds`` each."""
+def model_shapes(model: str) -> dict[str, Any]:
+    """The ladder model's MLP shape and its parameters without the token embedding and output tables (what a
+    prompt token costs: 2 FLOPs a parameter), read from its GGUF's header."""
+    from gguf import GGUFReader
+
+    from tandem.llm.ladder import gguf_path
+
+    reader = GGUFReader(gguf_path(model))
+    arch = str(bytes(reader.fields["general.architecture"].parts[-1]), "utf-8")
+
+    def field(key: str) -> int:
+        return int(reader.fields[f"{arch}.{key}"].parts[-1][0])
+
+    params = sum(int(t.n_elements) for t in reader.tensors if t.name not in ("token_embd.weight", "output.weight"))
+    return {"model": model, "hidden": field("embedding_length"), "ffn": field("feed_forward_length"),
+            "params": params}
+
+
+def gemm_peak(hidden: int, ffn: int, seconds: float = 2.0) -> dict[str, float]:
+    """GFLOPS of torch matmul at the model's MLP shape (1024 x hidden . hidden x ffn), fp32 and bf16, best of
+    ~``seconds`` each."""
     import torch
 
     out: dict[str, float] = {}
     for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16)):
-        a, b = torch.randn(1024, 576, dtype=dtype), torch.randn(576, 1536, dtype=dtype)
+        a, b = torch.randn(1024, hidden, dtype=dtype), torch.randn(hidden, ffn, dtype=dtype)
         for _ in range(3):
             a @ b
         best, end = float("inf"), time.perf_counter() + seconds
@@ -75,17 +96,17 @@ def gemm_peak(seconds: float = 2.0) -> dict[str, float]:
             for _ in range(10):
                 a @ b
             best = min(best, (time.perf_counter() - start) / 10)
-        out[name] = 2 * 1024 * 576 * 1536 / best / 1e9
+        out[name] = 2 * 1024 * hidden * ffn / best / 1e9
     return out
 
 
-def load_engine(engine: str, vllm_url: str | None, ov_opts: Sequence[str] = ()) -> Any:
+def load_engine(model: str, engine: str, vllm_url: str | None, ov_opts: Sequence[str] = ()) -> Any:
     from tandem.llm import load_llm
 
     if engine == "vllm":
         return load_llm(f"openai:smollm2@{vllm_url}", max_concurrency=16, json_mode="schema")
     opts = dict(o.split("=", 1) for o in ov_opts) if engine == "openvino" else {}
-    return load_llm("local", engine=engine, **opts)
+    return load_llm(f"local:{model}", engine=engine, **opts)
 
 
 def token_speeds(llm: Any, repeat: int) -> dict[str, float]:
@@ -168,17 +189,18 @@ def compare_runs(base: Path, new: Path) -> dict[str, Any]:
                        for i in differ]}
 
 
-def same_answers(questions: int, index: Path, out: Path, ov_opts: list[str]) -> dict[str, Any]:
+def same_answers(model: str, questions: int, index: Path, out: Path, ov_opts: list[str]) -> dict[str, Any]:
     """NativeRAG on the first ``questions`` of dev500, torch (float32) then openvino with ``ov_opts``
     (``KEY=VALUE`` engine options), one question at a time. The torch run is kept in ``out`` and reused
     while it holds the same number of questions (it does not depend on the openvino options)."""
     variant = "openvino" + "".join(f"-{o.replace('=', '_')}" for o in ov_opts)
+    out = out / model
     for engine, name, opts in (("torch", "torch", []), ("openvino", variant, ov_opts)):
         preds = out / name / "predictions.jsonl"
         if name == "torch" and preds.is_file() and len(preds.read_text().splitlines()) == questions:
             continue
         cmd = [sys.executable, "-m", "tandem.cli", "eval", "qa", "--method", "naive_rag", "--dataset", str(DATASET),
-               "--index", str(index), "--limit", str(questions), "--llm", "local", "--llm-opt", f"engine={engine}",
+               "--index", str(index), "--limit", str(questions), "--llm", f"local:{model}", "--llm-opt", f"engine={engine}",
                "--out", str(out / name)]
         for opt in opts:
             cmd += ["--llm-opt", opt]
@@ -207,10 +229,11 @@ def start_vllm(port: int) -> tuple[subprocess.Popen[bytes] | None, str | None]:
     return None, None
 
 
-def table(rows: list[dict[str, Any]], hw: dict[str, float]) -> str:
-    peak_tps = hw["bf16"] * 1e9 / (2 * NON_EMBEDDING_PARAMS)
-    lines = [f"GEMM 1024x576.576x1536: fp32 {hw['fp32']:.0f} GFLOPS, bf16 {hw['bf16']:.0f} GFLOPS "
-             f"(= {peak_tps:.0f} tok/s of prefill at 2 x 106M FLOPs a token)", "",
+def table(rows: list[dict[str, Any]], hw: dict[str, float], shape: dict[str, Any]) -> str:
+    peak_tps = hw["bf16"] * 1e9 / (2 * shape["params"])
+    lines = [f"{shape['model']}: GEMM 1024x{shape['hidden']}.{shape['hidden']}x{shape['ffn']}: fp32 {hw['fp32']:.0f} "
+             f"GFLOPS, bf16 {hw['bf16']:.0f} GFLOPS (= {peak_tps:.0f} tok/s of prefill at 2 x "
+             f"{shape['params'] / 1e6:.0f}M FLOPs a token)", "",
              "| engine | prefill tok/s (x bf16 peak) | decode 1 stream tok/s (x 100) | decode 16 streams tok/s (x 500) |",
              "| --- | --- | --- | --- |"]
     for r in rows:
@@ -228,7 +251,7 @@ def table(rows: list[dict[str, Any]], hw: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
-def op_profile(ov_opts: Sequence[str], steps: int = 100, top: int = 8) -> dict[str, Any]:
+def op_profile(model: str, ov_opts: Sequence[str], steps: int = 100, top: int = 8) -> dict[str, Any]:
     """One decoding stream of the default export run token by token through OpenVINO's own infer request
     (the stateful model, its SDPA attention; the engine's paged pipeline runs the same matmuls) with the
     CPU plugin's per-op counters: milliseconds per token by op type and kernel, the largest first."""
@@ -239,7 +262,7 @@ def op_profile(ov_opts: Sequence[str], steps: int = 100, top: int = 8) -> dict[s
 
     from tandem.llm.local import load_local
 
-    llm = load_local(**dict(o.split("=", 1) for o in ov_opts))
+    llm = load_local(model, **dict(o.split("=", 1) for o in ov_opts))
     xml, note, threads = Path(llm.path) / "openvino_model.xml", llm.engine_note, llm.threads
     llm.close()
     precision = "f32" if "dtype=float32" in note else None
@@ -281,6 +304,8 @@ def op_profile(ov_opts: Sequence[str], steps: int = 100, top: int = 8) -> dict[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=None, help="a model of the ladder (tandem llms; default: the one a plain "
+                                                      "`local` runs)")
     parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
     parser.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
     parser.add_argument("--concurrency", nargs="+", type=int, default=[1, 8])
@@ -300,19 +325,26 @@ def main() -> None:
     parser.add_argument("--op-profile", action="store_true", help="only: per-op time of one decoding stream "
                                                                    "(the default engine, or --ov-opt options)")
     args = parser.parse_args()
+    from tandem.llm.ladder import default_model, find
+
+    model = find(args.model or default_model())
+    if model is None:
+        parser.error(f"--model {args.model}: not a model of the ladder (tandem llms lists them)")
+    model = model.name
     if args.op_profile:
-        print(json.dumps({"uptime": uptime(), **op_profile(args.ov_opt)}, indent=1))
+        print(json.dumps({"uptime": uptime(), **op_profile(model, args.ov_opt)}, indent=1))
         return
     if args.compare:
         print(json.dumps(compare_runs(*args.compare), indent=1))
         return
     if args.same_answers:
         out = ROOT / "runs" / "bench-llm-engine-answers"
-        print(json.dumps(same_answers(args.same_answers, ensure_index(args.index), out, args.ov_opt), indent=1))
+        print(json.dumps(same_answers(model, args.same_answers, ensure_index(args.index), out, args.ov_opt), indent=1))
         return
     emit({"uptime_start": uptime(), "cpus": len(os.sched_getaffinity(0))})
-    hw = emit({"gemm_gflops": gemm_peak()})["gemm_gflops"]
-    emit({"prefill_peak_tok_s": hw["bf16"] * 1e9 / (2 * NON_EMBEDDING_PARAMS)})
+    shape = emit(model_shapes(model))
+    hw = emit({"gemm_gflops": gemm_peak(shape["hidden"], shape["ffn"])})["gemm_gflops"]
+    emit({"prefill_peak_tok_s": hw["bf16"] * 1e9 / (2 * shape["params"])})
     rows: list[dict[str, Any]] = []
     proc, vllm_url = start_vllm(args.vllm_port) if "vllm" in args.engines else (None, None)
     runs = [(e, e, args.ov_opt if e == "openvino" else []) for e in args.engines]
@@ -322,7 +354,7 @@ def main() -> None:
             if engine == "vllm" and vllm_url is None:
                 continue
             if not args.skip_tokens:
-                llm = load_engine(engine, vllm_url, ov_opts)
+                llm = load_engine(model, engine, vllm_url, ov_opts)
                 rows.append(emit({"engine": label, "options": ov_opts, **token_speeds(llm, args.repeat)}))
                 if hasattr(llm, "close"):
                     llm.close()
@@ -332,7 +364,7 @@ def main() -> None:
             index = ensure_index(args.index)
             # timeout: on a 2-core CPU, vLLM keeps 8 DualRAG questions' requests waiting past the 60 s default
             spec, opts = (f"openai:smollm2@{vllm_url}", ["json_mode=schema", "max_concurrency=16", "timeout=900"]) \
-                if engine == "vllm" else ("local", [f"engine={engine}", *ov_opts])
+                if engine == "vllm" else (f"local:{model}", [f"engine={engine}", *ov_opts])
             for method in args.methods:
                 for c in args.concurrency:
                     result = method_seconds(method, spec, opts, index, args.questions, c)
@@ -343,7 +375,7 @@ def main() -> None:
             proc.terminate()
     emit({"uptime_end": uptime()})
     print()
-    print(table(rows, hw))
+    print(table(rows, hw, shape))
 
 
 if __name__ == "__main__":
