@@ -137,6 +137,7 @@ def test_a_judge_that_says_yes_to_everything_fails_calibration():
     assert yes_man["accuracy"] == 0.5 < RELIABLE and yes_man["reliable"] is False and yes_man["self_judged"]
     honest = calibrate_judge(FakeLLM(default=_judge_by_truth), items)
     assert honest["accuracy"] == 1.0 and honest["reliable"] is True and honest["yes_on_wrong"] == 0.0
+    assert calibrate_judge(FakeLLM(default=_judge_by_truth), items, concurrency=4) == honest  # pairs judged 4 at a time
     assert judge_label({"judge": 1.0, "judge_calibration": yes_man}) == "1.000 (self; unreliable: calibration 0.50)"
     assert judge_label({"judge": 0.5, "judge_calibration": honest}) == "0.500"
     assert judge_label({"judge": 0.5}) == "0.500 (uncalibrated)"

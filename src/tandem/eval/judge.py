@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tandem.errors import ConfigError, ParseError
@@ -191,12 +192,19 @@ def calibration_pairs(items: Sequence[tuple[str, Sequence[str]]], predictions: S
 
 def calibrate_judge(llm: LLM, items: Sequence[tuple[str, Sequence[str]]],
                     predictions: Sequence[Mapping[str, Any]] = (), *, limit: int = 100,
-                    self_judged: bool = False) -> dict[str, Any]:
+                    self_judged: bool = False, concurrency: int = 1) -> dict[str, Any]:
     """The judge's accuracy on :func:`calibration_pairs`: ``accuracy`` over all pairs, ``yes_on_gold``
-    (should be 1) and ``yes_on_wrong`` (should be 0), and ``reliable`` (accuracy >= ``RELIABLE``)."""
+    (should be 1) and ``yes_on_wrong`` (should be 0), and ``reliable`` (accuracy >= ``RELIABLE``).
+    ``concurrency`` pairs are judged at a time (a run's own concurrency: up to 300 calls otherwise in turn)."""
     pairs = calibration_pairs(items, predictions, limit)
     step = Step("judge calibration")
-    verdicts = [(judge(llm, q, answer, golds, step) == 1.0, yes) for q, answer, golds, yes in pairs]
+
+    def verdict(pair: tuple[str, str, Sequence[str], bool]) -> tuple[bool, bool]:
+        question, answer, golds, yes = pair
+        return judge(llm, question, answer, golds, step) == 1.0, yes
+
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        verdicts = list(pool.map(verdict, pairs))
     gold = [said for said, yes in verdicts if yes]
     wrong = [said for said, yes in verdicts if not yes]
     accuracy = sum(said == yes for said, yes in verdicts) / len(verdicts) if verdicts else 0.0

@@ -292,7 +292,7 @@ def run_qa(
                 break
         if judge_llm is not None and not stopped and calibrate:
             calibration = _calibration(run.folder / JUDGE_CALIBRATION, judge_llm, questions, records, calibrate,
-                                       self_judged)
+                                       self_judged, concurrency)
     except BaseException as exc:
         stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else redact(f"{type(exc).__name__}: {exc}")
         failing = True
@@ -321,7 +321,7 @@ def run_qa(
 
 
 def _calibration(path: Path, judge_llm: LLM, questions: Sequence[Question], records: Sequence[dict[str, Any]],
-                 limit: int, self_judged: bool) -> dict[str, Any]:
+                 limit: int, self_judged: bool, concurrency: int = 1) -> dict[str, Any]:
     """The judge's calibration (kept in ``path``: a resumed finished run does not ask again)."""
     if path.exists():
         kept = json.loads(path.read_text(encoding="utf-8"))
@@ -329,7 +329,7 @@ def _calibration(path: Path, judge_llm: LLM, questions: Sequence[Question], reco
             return kept
     answered = [r for r in records if "error" not in r]
     result = {"limit": limit, **calibrate_judge(judge_llm, [(q.text, q.answers) for q in questions], answered,
-                                                limit=limit, self_judged=self_judged)}
+                                                limit=limit, self_judged=self_judged, concurrency=concurrency)}
     write_json_atomic(path, result)
     return result
 
