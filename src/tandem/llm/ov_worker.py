@@ -18,10 +18,17 @@ reply), ``("stop",)`` (finish what runs, then exit). Worker to parent: ``("ready
 ``("done", rid, token_ids, status, Stats)`` or ``("error", rid, message)`` per request. The worker exits
 when the parent's end of the socket closes (the parent ended or was killed); it ignores Ctrl-C, which
 the parent handles.
+
+``$TANDEM_OV_STEP_LOG`` (a file path) makes the worker append one tab-separated line per engine step:
+the time, requests running and waiting, the step's wall seconds, and the pipeline's own metrics
+(``get_metrics()``: KV-cache use in percent, the model's inference seconds). It tells where a run's
+time goes when calls slow down: in the model (inference seconds), around it (wall minus inference:
+scheduling, prefix-cache lookups, grammar masks) or outside the engine (the log's gaps).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -29,14 +36,17 @@ import logging
 import os
 import signal
 import sys
+import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import IO, Any
 
 from tandem.llm.json_grammar import Cursor, RelaxedPlan
 from tandem.llm.structured import json_ebnf
 
 log = logging.getLogger(__name__)
+#: names a file the worker appends one line per engine step to (module docstring)
+STEP_LOG_ENV = "TANDEM_OV_STEP_LOG"
 
 
 @dataclass(frozen=True)
@@ -92,8 +102,8 @@ class WorkerEngine:
     follows replies byte by byte), or None where the tokenizer is not byte-level BPE."""
 
     def __init__(self, pipe: Any, ovg: Any, eos_token_ids: list[int], token_bytes: list[bytes] | None,
-                 spec: str) -> None:
-        self._pipe, self._ovg, self.spec = pipe, ovg, spec
+                 spec: str, step_log: IO[str] | None = None) -> None:
+        self._pipe, self._ovg, self.spec, self._step_log = pipe, ovg, spec, step_log
         self.eos_token_ids, self._token_bytes = eos_token_ids, token_bytes
         self.jobs: dict[int, Job] = {}  # by pipeline request id
         self._ids = itertools.count()
@@ -246,12 +256,15 @@ class WorkerEngine:
         self._dropped = False
         for job in self.jobs.values():
             job.peak = max(job.peak, len(self.jobs))
+        started = time.perf_counter()
         try:
             self._pipe.step()
         except RuntimeError as exc:
             out += [("error", job.rid, f"{self.spec}: generation failed: {exc}") for job in self.jobs.values()]
             self.jobs.clear()
             return out
+        if self._step_log is not None:
+            self._log_step(time.perf_counter() - started)
         for pid in list(self.jobs):
             job = self.jobs[pid]
             if (self.follow(job) if job.cursor is not None else job.stops and self.watch(job)):
@@ -272,6 +285,15 @@ class WorkerEngine:
                 out.append(("error", job.rid, f"{self.spec}: generation ended ({status.name}) without output"))
         out, self.finished = out + self.finished, []  # ended in this step's reading: sent now, not a step later
         return out
+
+    def _log_step(self, seconds: float) -> None:
+        """One line of the step log: time, running and waiting requests, wall seconds, KV-cache use %,
+        inference seconds (the last two from the pipeline's metrics; empty where it has none)."""
+        assert self._step_log is not None
+        metrics = self._pipe.get_metrics()
+        usage, inference = getattr(metrics, "cache_usage", ""), getattr(metrics, "inference_duration", "")
+        self._step_log.write(f"{time.time():.3f}\t{len(self.jobs)}\t{len(self.pending)}\t{seconds:.4f}\t{usage}\t"
+                             f"{inference}\n")
 
     @staticmethod
     def _stats(job: Job) -> Stats:
@@ -306,8 +328,27 @@ def serve(conn: Connection) -> None:
         conn.send(("failed", f"{init['spec']}: OpenVINO could not load {init['path']}: {exc}"))
         return
     _, eos_token_ids, token_bytes = conn.recv()
-    engine = WorkerEngine(pipe, ovg, eos_token_ids, token_bytes, init["spec"])
-    conn.send(("ready", None))
+    with contextlib.ExitStack() as stack:
+        engine = WorkerEngine(pipe, ovg, eos_token_ids, token_bytes, init["spec"], _open_step_log(stack))
+        conn.send(("ready", None))
+        _loop(conn, engine, init["spec"])
+
+
+def _open_step_log(stack: contextlib.ExitStack) -> IO[str] | None:
+    """The file ``$TANDEM_OV_STEP_LOG`` names, opened to append (closed with ``stack``); None without it,
+    or with a warning where it cannot be opened (the engine runs on without a log)."""
+    path = os.environ.get(STEP_LOG_ENV, "").strip()
+    if not path:
+        return None
+    try:
+        return stack.enter_context(open(path, "a", buffering=1, encoding="utf-8"))
+    except OSError as exc:
+        log.warning("%s=%s: cannot open it (%s); the engine runs without a step log", STEP_LOG_ENV, path, exc)
+        return None
+
+
+def _loop(conn: Connection, engine: WorkerEngine, spec: str) -> None:
+    """Admit messages and step the engine until told to stop (and done) or the parent is gone."""
     stopping = False
     while True:
         while conn.poll(0 if engine.busy or stopping else None):  # cancels are read while stopping too
@@ -320,7 +361,7 @@ def serve(conn: Connection) -> None:
             elif message[0] == "cancel":
                 engine.cancel(message[1])
             elif stopping:
-                conn.send(("error", message[1], f"{init['spec']}: the engine is stopping"))
+                conn.send(("error", message[1], f"{spec}: the engine is stopping"))
             else:
                 _, rid, ids, params = message
                 engine.submit(rid, ids, params)
