@@ -38,7 +38,7 @@ class _Pipe:
         self.steps += 1
 
     def get_metrics(self) -> Any:
-        return SimpleNamespace(cache_usage=12.5, inference_duration=0.25)
+        return SimpleNamespace(cache_usage=12.5, kv_cache_size_in_bytes=4096)  # no scheduled_requests
 
 
 class _Config:
@@ -56,9 +56,9 @@ def test_each_engine_step_writes_one_line_with_the_requests_and_the_pipelines_me
     assert (kind, rid, tokens, status) == ("done", 1, [5, 9], "FINISHED")
     assert engine.step() == [] and engine._pipe.steps == 2  # nothing runs: no step, no line
     lines = [line.split("\t") for line in out.getvalue().splitlines()]
-    assert len(lines) == 2 and all(len(fields) == 6 for fields in lines)
+    assert len(lines) == 2 and all(len(fields) == 7 for fields in lines)
     assert [fields[1] for fields in lines] == ["1", "1"]  # one request running in each step
-    assert all(float(fields[3]) >= 0 and fields[4] == "12.5" and fields[5] == "0.25" for fields in lines)
+    assert all(float(fields[3]) >= 0 and fields[4:] == ["12.5", "4096", ""] for fields in lines)
 
 
 def test_a_step_log_that_cannot_be_opened_is_a_warning_and_no_log(tmp_path, monkeypatch: pytest.MonkeyPatch,

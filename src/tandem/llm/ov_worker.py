@@ -21,9 +21,9 @@ the parent handles.
 
 ``$TANDEM_OV_STEP_LOG`` (a file path) makes the worker append one tab-separated line per engine step:
 the time, requests running and waiting, the step's wall seconds, and the pipeline's own metrics
-(``get_metrics()``: KV-cache use in percent, the model's inference seconds). It tells where a run's
-time goes when calls slow down: in the model (inference seconds), around it (wall minus inference:
-scheduling, prefix-cache lookups, grammar masks) or outside the engine (the log's gaps).
+(:data:`STEP_METRICS`: KV-cache use in percent, KV-cache bytes, requests scheduled). When calls slow
+down it tells whether the steps got slower (at the same requests and cache use) or the time between
+them grew (the caller).
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ from tandem.llm.structured import json_ebnf
 log = logging.getLogger(__name__)
 #: names a file the worker appends one line per engine step to (module docstring)
 STEP_LOG_ENV = "TANDEM_OV_STEP_LOG"
+#: the pipeline's metrics (``get_metrics()``) a step-log line ends with
+STEP_METRICS = ("cache_usage", "kv_cache_size_in_bytes", "scheduled_requests")
 
 
 @dataclass(frozen=True)
@@ -287,13 +289,12 @@ class WorkerEngine:
         return out
 
     def _log_step(self, seconds: float) -> None:
-        """One line of the step log: time, running and waiting requests, wall seconds, KV-cache use %,
-        inference seconds (the last two from the pipeline's metrics; empty where it has none)."""
+        """One line of the step log: time, running and waiting requests, wall seconds, then the pipeline's
+        metrics where it has them (empty where not): KV-cache use %, KV-cache bytes, requests scheduled."""
         assert self._step_log is not None
         metrics = self._pipe.get_metrics()
-        usage, inference = getattr(metrics, "cache_usage", ""), getattr(metrics, "inference_duration", "")
-        self._step_log.write(f"{time.time():.3f}\t{len(self.jobs)}\t{len(self.pending)}\t{seconds:.4f}\t{usage}\t"
-                             f"{inference}\n")
+        extra = "\t".join(str(getattr(metrics, name, "")) for name in STEP_METRICS)
+        self._step_log.write(f"{time.time():.3f}\t{len(self.jobs)}\t{len(self.pending)}\t{seconds:.4f}\t{extra}\n")
 
     @staticmethod
     def _stats(job: Job) -> Stats:
