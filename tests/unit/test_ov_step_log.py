@@ -74,3 +74,20 @@ def test_a_step_log_that_cannot_be_opened_is_a_warning_and_no_log(tmp_path, monk
         handle = _open_step_log(stack)
         assert handle is not None and not handle.closed
     assert handle.closed  # closed with the worker's loop
+
+
+class _FullDisk(io.StringIO):
+    def write(self, text: str) -> int:
+        raise OSError(28, "No space left on device")
+
+
+def test_a_step_log_that_cannot_be_written_ends_the_log_not_the_engine(caplog: pytest.LogCaptureFixture) -> None:
+    from tandem.llm.ov_worker import Params, WorkerEngine
+
+    engine = WorkerEngine(_Pipe(), SimpleNamespace(GenerationConfig=_Config), [9], None, "local", _FullDisk())
+    engine.submit(1, [1, 2, 3], Params(8))
+    with caplog.at_level(logging.WARNING):
+        assert engine.step() == []
+        ((kind, _, tokens, _, _),) = engine.step()
+    assert (kind, tokens) == ("done", [5, 9]) and engine._step_log is None
+    assert caplog.text.count("No space left on device") == 1

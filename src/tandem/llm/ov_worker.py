@@ -19,11 +19,9 @@ reply), ``("stop",)`` (finish what runs, then exit). Worker to parent: ``("ready
 when the parent's end of the socket closes (the parent ended or was killed); it ignores Ctrl-C, which
 the parent handles.
 
-``$TANDEM_OV_STEP_LOG`` (a file path) makes the worker append one tab-separated line per engine step:
-the time, requests running and waiting, the step's wall seconds, and the pipeline's own metrics
-(:data:`STEP_METRICS`: KV-cache use in percent, KV-cache bytes, requests scheduled). When calls slow
-down it tells whether the steps got slower (at the same requests and cache use) or the time between
-them grew (the caller).
+``$TANDEM_OV_STEP_LOG`` (a file path): the worker appends one tab-separated line per engine step (time,
+requests running and waiting, wall seconds, the pipeline's :data:`STEP_METRICS`), which tells whether
+slow calls come from slower steps (the engine) or from longer gaps between them (the caller).
 """
 
 from __future__ import annotations
@@ -294,7 +292,11 @@ class WorkerEngine:
         assert self._step_log is not None
         metrics = self._pipe.get_metrics()
         extra = "\t".join(str(getattr(metrics, name, "")) for name in STEP_METRICS)
-        self._step_log.write(f"{time.time():.3f}\t{len(self.jobs)}\t{len(self.pending)}\t{seconds:.4f}\t{extra}\n")
+        try:
+            self._step_log.write(f"{time.time():.3f}\t{len(self.jobs)}\t{len(self.pending)}\t{seconds:.4f}\t{extra}\n")
+        except OSError as exc:  # a full disk ends the log, not the engine
+            log.warning("%s: the step log could not be written (%s); no more lines", self.spec, exc)
+            self._step_log = None
 
     @staticmethod
     def _stats(job: Job) -> Stats:
