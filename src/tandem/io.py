@@ -11,7 +11,7 @@ import shutil
 import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -24,6 +24,8 @@ class ReadStats:
 
     skipped: int = 0
     first_error: str | None = None
+    #: what the read left alone on purpose (a folder's files of other kinds), one line each
+    notes: list[str] = field(default_factory=list)
 
     def skip_or_raise(self, error: DataError, skip_bad: bool) -> None:
         """Raise ``error`` unless bad records are being skipped; then count it."""

@@ -172,6 +172,9 @@ def load_qa(path: Path, fmt: str | None, skip_bad: bool):
 
 
 def report_skips(stats: ReadStats, skip_bad: bool) -> None:
+    """What a read left out: its notes (a folder's files of other kinds), then the bad records skipped."""
+    for note in stats.notes:
+        console.print(f"[yellow]{note}")
     if skip_bad:
         first = f"; first: {stats.first_error}" if stats.first_error else ""
         console.print(f"[yellow]skipped {stats.skipped} bad records{first}" if stats.skipped else "skipped 0 bad records")

@@ -59,7 +59,8 @@ def data_inspect(
         stats = ReadStats()
         passages = len(load_corpus(path, format=detected, skip_bad=skip_bad, stats=stats))
         if as_json:
-            print_json({"path": str(path), "format": detected, "passages": passages, "skipped": stats.skipped})
+            print_json({"path": str(path), "format": detected, "passages": passages, "skipped": stats.skipped,
+                        "notes": stats.notes})
             return
         out.print(f"format {detected}: {passages} passages")
         report_skips(stats, skip_bad)

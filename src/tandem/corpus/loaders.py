@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from tandem.corpus.chunking import chunk_text
+from tandem.corpus.files import read_file, readable_suffixes, scan_folder
 from tandem.corpus.formats import QA_FORMATS, MissingField, detect_record, parse_corpus_record
 from tandem.corpus.sources import is_hf_saved, is_hf_spec, iter_records
 from tandem.errors import DataError
 from tandem.io import ReadStats
 from tandem.types import Document, Question, doc_id_for
 
-TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 CORPUS_FORMATS = ("corpus", "flashrag_corpus", "folder")
 
 
@@ -262,24 +262,27 @@ def chunk_document(doc: Document, max_tokens: int, overlap: int) -> list[Documen
 
 def load_folder(folder: str | Path, *, max_tokens: int = 200, overlap: int = 40, skip_bad: bool = False,
                 stats: ReadStats | None = None) -> list[Document]:
-    """Every .txt/.md file under ``folder``, chunked; ids are ``relative/path#chunk``. A file that is
-    not UTF-8 is an error naming it, or skipped and counted with ``skip_bad``."""
+    """Every readable file under ``folder`` (text, Markdown, HTML, PDF where pypdf is installed:
+    :mod:`tandem.corpus.files`), chunked; ids are ``relative/path#chunk``. A file that cannot be read
+    (not UTF-8, a damaged PDF) is an error naming it, or skipped and counted with ``skip_bad``; what the
+    folder holds besides (hidden files, other kinds) is counted in ``stats.notes``."""
     folder = Path(folder)
     stats = stats if stats is not None else ReadStats()
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
-    if not files:
-        raise DataError(f"no {'/'.join(TEXT_SUFFIXES)} files found", str(folder))
+    scan = scan_folder(folder)
+    if scan.note():
+        stats.notes.append(scan.note())
+    if not scan.files:
+        raise DataError(f"no readable files found ({', '.join(readable_suffixes())})"
+                        + (f"; {scan.note()}" if scan.note() else ""), str(folder))
     docs: list[Document] = []
-    for file in files:
-        raw = file.read_bytes()
+    for file in scan.files:
         try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            line = raw[: exc.start].count(b"\n") + 1
-            stats.skip_or_raise(DataError(f"not valid UTF-8 (byte {exc.start})", str(file), line), skip_bad)
+            text, title = read_file(file)
+        except DataError as exc:
+            stats.skip_or_raise(exc, skip_bad)
             continue
         rel = file.relative_to(folder).as_posix()
-        title = _title_of(text, file)
+        title = title or _title_of(text, file)
         for i, chunk in enumerate(chunk_text(text, max_tokens, overlap)):
             docs.append(Document(f"{rel}#{i}", title, chunk, {"source": rel, "chunk": i}))
     if not docs:

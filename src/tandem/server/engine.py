@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 from tandem.compose import build_run
+from tandem.corpus.files import HTML_SUFFIXES, TEXT_SUFFIXES
 from tandem.errors import ConfigError, Conflict, IndexError_, ModelNotFoundError, NotFound, TandemError
 from tandem.index import open_index
 from tandem.index.index import Index
@@ -36,7 +37,10 @@ from tandem.types import Question, TraceObserver, observe_traces
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-UPLOAD_SUFFIXES = {".txt", ".md", ".markdown", ".jsonl"}
+#: what an upload may be: a text, Markdown or HTML page (read as a folder's files are), or a corpus JSONL
+UPLOAD_SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES, ".jsonl")
+#: an upload's file name: a plain name ending in one of UPLOAD_SUFFIXES
+UPLOAD_NAME = r"^[A-Za-z0-9][A-Za-z0-9_. -]{0,127}\.(" + "|".join(x[1:] for x in UPLOAD_SUFFIXES) + ")$"
 MAX_METHODS = 32            # methods kept built (least recently used dropped)
 MAX_JOBS = 100              # finished upload jobs remembered
 
@@ -226,7 +230,7 @@ class Engine:
         return self._pools[lane].submit(fn, *args, **kwargs)
 
     def start_index_job(self, name: str, files: Mapping[str, str], kind: str = "bm25") -> dict[str, Any]:
-        """Build index ``name`` from uploaded ``files`` (file name -> text; .txt / .md / .jsonl) in the
+        """Build index ``name`` from uploaded ``files`` (file name -> text; UPLOAD_SUFFIXES) in the
         background, into the server's own uploads folder with the CLI's atomic build; returns the job."""
         if self.uploads is None:
             raise ConfigError("this server takes no uploads (start it with --uploads DIR)")
@@ -235,8 +239,8 @@ class Engine:
         if name in self.indexes and not (self.uploads / name).exists():
             raise Conflict(f"index {name!r} is one the server was started with; choose another name")
         for fname in files:
-            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_. -]{0,127}", fname) or Path(fname).suffix.lower() not in UPLOAD_SUFFIXES:
-                raise ConfigError(f"file name {fname!r}: a plain name ending in one of {sorted(UPLOAD_SUFFIXES)}")
+            if not re.fullmatch(UPLOAD_NAME, fname):
+                raise ConfigError(f"file name {fname!r}: a plain name ending in one of {list(UPLOAD_SUFFIXES)}")
         if not files:
             raise ConfigError("no files to index")
         job = {"id": uuid.uuid4().hex[:12], "index": name, "kind": kind, "state": "queued", "files": len(files),

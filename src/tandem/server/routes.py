@@ -19,7 +19,7 @@ from tandem.errors import ConfigError, NotFound
 from tandem.io import check_text
 from tandem.registry import METHODS
 from tandem.server import schemas as M
-from tandem.server.engine import Engine
+from tandem.server.engine import UPLOAD_NAME, UPLOAD_SUFFIXES, Engine
 from tandem.server.streaming import chat_chunks, run_streaming, sse, usage
 from tandem.version import __version__
 
@@ -36,8 +36,8 @@ class RetrieveRequest(M.Strict):
 class UploadRequest(M.Strict):
     name: str = Field(pattern=M.NAME_PATTERN, description="The new index's name (letters, digits, '-', '_').")
     kind: Literal["bm25", "dense", "hybrid"] = "bm25"
-    files: dict[Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_. -]{0,127}\.(txt|md|markdown|jsonl)$")],
-                str] = Field(min_length=1, description="File name (.txt, .md, .jsonl) -> its text.",
+    files: dict[Annotated[str, Field(pattern=UPLOAD_NAME)],
+                str] = Field(min_length=1, description=f"File name ({', '.join(UPLOAD_SUFFIXES)}) -> its text.",
                              json_schema_extra={"additionalProperties": False})
 
 
