@@ -100,3 +100,22 @@ def test_pdfs_without_pypdf_are_named_with_the_install_command(tmp_path: Path, m
     scan = scan_folder(tmp_path)
     assert [p.name for p in scan.files] == ["a.md"]
     assert "1 .pdf (pip install pypdf to read them)" in (scan.note() or "")
+
+
+def test_one_document_is_a_corpus_of_its_own_but_json_lines_named_txt_stay_records(tmp_path: Path):
+    page = tmp_path / "page.htm"
+    page.write_text("<title>Oder</title><p>The Oder flows past Wroclaw.</p>", encoding="utf-8")
+    (doc,) = load_corpus(page)
+    assert (doc.id, doc.title, doc.text) == ("page.htm#0", "Oder", "The Oder flows past Wroclaw.")
+    records = tmp_path / "corpus.txt"
+    records.write_text('{"id": "v", "title": "Vistula", "text": "The Vistula flows through Warsaw."}\n', encoding="utf-8")
+    assert [d.id for d in load_corpus(records)] == ["v"]
+
+
+def test_a_folder_of_documents_given_as_an_index_says_how_to_build_one(tmp_path: Path):
+    from tandem.errors import IndexError_
+    from tandem.index import open_index
+
+    _folder(tmp_path)
+    with pytest.raises(IndexError_, match=r"a folder of documents, not an index; .*tandem index --corpus .*mine --out INDEX"):
+        open_index(tmp_path / "mine")

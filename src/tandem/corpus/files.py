@@ -21,7 +21,7 @@ TEXT_SUFFIXES = (".txt", ".text", ".md", ".markdown", ".rst")
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 PDF_SUFFIXES = (".pdf",)
 #: the HTML elements whose content is not text a reader sees
-_UNSEEN = frozenset({"script", "style", "noscript", "template", "svg", "head"})
+_UNSEEN = frozenset({"script", "style", "noscript", "template", "svg", "head", "title"})
 #: elements that end a line of text
 _BLOCKS = frozenset({"p", "div", "br", "li", "tr", "section", "article", "header", "footer", "main", "table",
                      "ul", "ol", "dl", "dt", "dd", "pre", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6"})

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tandem.corpus.chunking import chunk_text
-from tandem.corpus.files import read_file, readable_suffixes, scan_folder
+from tandem.corpus.files import FolderScan, read_file, readable_suffixes, scan_folder
 from tandem.corpus.formats import QA_FORMATS, MissingField, detect_record, parse_corpus_record
 from tandem.corpus.sources import is_hf_saved, is_hf_spec, iter_records
 from tandem.errors import DataError
@@ -52,8 +52,8 @@ def sniff_format(path: str | Path) -> str:
     """The format of a file, folder or ``hf:`` name, from its first record ('folder' for a directory
     of text files)."""
     path = _source(path)
-    if isinstance(path, Path) and path.is_dir() and not is_hf_saved(path):
-        return "folder"
+    if isinstance(path, Path) and ((path.is_dir() and not is_hf_saved(path)) or _one_document(path)):
+        return "folder"  # a folder of documents, or one document (text, Markdown, HTML, PDF)
     for _, rec in _records(path, skip_bad=True, stats=ReadStats()):
         fmt = detect_record(rec)
         if fmt == "unknown":
@@ -260,15 +260,25 @@ def chunk_document(doc: Document, max_tokens: int, overlap: int) -> list[Documen
             for i, chunk in enumerate(chunk_text(doc.text, max_tokens, overlap))]
 
 
+def _one_document(path: Path) -> bool:
+    """A file to read as one document: a readable suffix, and not JSON records under a .txt name."""
+    if not path.is_file() or path.suffix.lower() not in readable_suffixes():
+        return False
+    with open(path, "rb") as f:
+        head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    return not head.startswith((b"{", b"["))
+
+
 def load_folder(folder: str | Path, *, max_tokens: int = 200, overlap: int = 40, skip_bad: bool = False,
                 stats: ReadStats | None = None) -> list[Document]:
-    """Every readable file under ``folder`` (text, Markdown, HTML, PDF where pypdf is installed:
+    """Every readable file under ``folder``, or the one file ``folder`` names (text, Markdown, HTML, PDF where pypdf is installed:
     :mod:`tandem.corpus.files`), chunked; ids are ``relative/path#chunk``. A file that cannot be read
     (not UTF-8, a damaged PDF) is an error naming it, or skipped and counted with ``skip_bad``; what the
     folder holds besides (hidden files, other kinds) is counted in ``stats.notes``."""
     folder = Path(folder)
     stats = stats if stats is not None else ReadStats()
-    scan = scan_folder(folder)
+    scan = FolderScan([folder]) if folder.is_file() else scan_folder(folder)  # one document is a folder of one
+    base = folder.parent if folder.is_file() else folder
     if scan.note():
         stats.notes.append(scan.note())
     if not scan.files:
@@ -281,7 +291,7 @@ def load_folder(folder: str | Path, *, max_tokens: int = 200, overlap: int = 40,
         except DataError as exc:
             stats.skip_or_raise(exc, skip_bad)
             continue
-        rel = file.relative_to(folder).as_posix()
+        rel = file.relative_to(base).as_posix()
         title = title or _title_of(text, file)
         for i, chunk in enumerate(chunk_text(text, max_tokens, overlap)):
             docs.append(Document(f"{rel}#{i}", title, chunk, {"source": rel, "chunk": i}))

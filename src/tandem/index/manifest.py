@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -63,8 +64,7 @@ class Manifest:
     def load(cls, folder: str | Path) -> Manifest:
         path = Path(folder) / MANIFEST
         if not path.exists():
-            reason = "no such folder" if not Path(folder).exists() else f"no {MANIFEST} (not an index, or its build did not finish)"
-            raise IndexError_(f"cannot load index {folder}: {reason}")
+            raise IndexError_(f"cannot load index {folder}: {_not_an_index(Path(folder))}")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
             manifest = cls(**data)
@@ -87,3 +87,18 @@ class Manifest:
                 f"index {folder} was built over a different corpus ({self.doc_count} documents, hash "
                 f"{self.corpus_hash[:12]}, requested {corpus[:12]}): rebuild it over this corpus"
             )
+
+
+def _not_an_index(folder: Path) -> str:
+    """Why ``folder`` is no index, with the command that makes one where it holds documents."""
+    from tandem.corpus.files import readable_suffixes
+
+    build = f"to search it, build an index of it first: tandem index --corpus {folder} --out INDEX"
+    if not folder.exists():
+        return "no such folder"
+    if folder.is_file():
+        return f"a file, not an index folder; {build}"
+    suffixes = readable_suffixes()
+    if any(p.suffix.lower() in suffixes for p in itertools.islice(folder.rglob("*"), 10_000)):
+        return f"no {MANIFEST}: a folder of documents, not an index; {build}"
+    return f"no {MANIFEST} (not an index, or its build did not finish)"
