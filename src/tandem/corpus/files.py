@@ -107,7 +107,7 @@ class _HTMLText(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _UNSEEN:
             self._hidden += 1
-        if tag == "title" or (tag == "h1" and self.h1 is None):
+        if (tag == "title" and self.title is None) or (tag == "h1" and self.h1 is None):  # the first of each
             self._in = tag
         if tag in _BLOCKS:
             self.lines.append("")
