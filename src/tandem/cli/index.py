@@ -31,7 +31,7 @@ def index(
     ctx: typer.Context,
     out_dir: Annotated[Optional[Path], typer.Option("--out", help="Index folder to write (replaced atomically); with --add-extras, where the extended index goes (default: --index, in place).")] = None,
     dataset: Annotated[Optional[Path], typer.Option(help="QA dataset whose passage pool is indexed.")] = None,
-    corpus: Annotated[Optional[Path], typer.Option(help="Corpus JSONL/JSON (a JSONL file is streamed) or a folder of .txt/.md files.")] = None,
+    corpus: Annotated[Optional[Path], typer.Option(help="Corpus JSONL/JSON (a JSONL file is streamed), a folder of your documents (text, Markdown, HTML, PDF) or one of them.")] = None,
     kind: Annotated[str, typer.Option(help="bm25 | dense | hybrid")] = "hybrid",
     encoder: Annotated[str, typer.Option(help="Embedded name (minilm), local path or hub name.")] = "minilm",
     backend: Annotated[Optional[str], typer.Option(help="Encoder backend (default: the fastest available).")] = None,
@@ -95,11 +95,12 @@ def index(
 
 def _documents(dataset: Path | None, corpus: Path | None, fmt: str | None, skip_bad: bool, max_tokens: int,
                overlap: int) -> tuple[Iterable[Document], ReadStats]:
-    """The documents to index: a corpus file streamed record by record, else loaded whole (``load_docs``)."""
+    """The documents to index: a corpus file streamed record by record, a folder file by file, a dataset's
+    pool loaded whole (``load_docs``)."""
     from tandem.corpus.loaders import iter_corpus
 
     stats = ReadStats()
-    if corpus is not None and dataset is None and corpus.is_file():
+    if corpus is not None and dataset is None:  # a corpus file, or a folder's files one by one
         return iter_corpus(corpus, format=fmt, skip_bad=skip_bad, max_tokens=max_tokens, overlap=overlap, stats=stats), stats
     return load_docs(dataset, corpus, fmt, skip_bad, max_tokens, overlap), stats
 

@@ -212,11 +212,14 @@ def iter_corpus(
 
     A corpus JSONL file is read line by line (a JSON array file is parsed whole, then yielded); each
     record is chunked as in :func:`load_corpus`. Ids are not checked here: the build refuses an id
-    seen twice, exact repeats included (which :func:`load_corpus` drops). Folders and QA datasets
-    are read with :func:`load_corpus`."""
+    seen twice, exact repeats included (which :func:`load_corpus` drops). A folder's files are read
+    one by one (:func:`iter_folder`); QA datasets are read with :func:`load_corpus`."""
     path = _source(path)
     stats = stats if stats is not None else ReadStats()
     fmt = format or sniff_format(path)
+    if fmt == "folder":
+        yield from iter_folder(path, max_tokens=max_tokens or 200, overlap=overlap, skip_bad=skip_bad, stats=stats)
+        return
     if fmt not in STREAMED_FORMATS:
         yield from load_corpus(path, format=fmt, skip_bad=skip_bad, max_tokens=max_tokens, overlap=overlap, stats=stats)
         return
@@ -271,10 +274,18 @@ def _one_document(path: Path) -> bool:
 
 def load_folder(folder: str | Path, *, max_tokens: int = 200, overlap: int = 40, skip_bad: bool = False,
                 stats: ReadStats | None = None) -> list[Document]:
-    """Every readable file under ``folder``, or the one file ``folder`` names (text, Markdown, HTML, PDF where pypdf is installed:
-    :mod:`tandem.corpus.files`), chunked; ids are ``relative/path#chunk``. A file that cannot be read
-    (not UTF-8, a damaged PDF) is an error naming it, or skipped and counted with ``skip_bad``; what the
-    folder holds besides (hidden files, other kinds) is counted in ``stats.notes``."""
+    """Every readable file under ``folder``, or the one file ``folder`` names, as passages
+    (:func:`iter_folder`, read whole)."""
+    return list(iter_folder(folder, max_tokens=max_tokens, overlap=overlap, skip_bad=skip_bad, stats=stats))
+
+
+def iter_folder(folder: str | Path, *, max_tokens: int = 200, overlap: int = 40, skip_bad: bool = False,
+                stats: ReadStats | None = None) -> Iterator[Document]:
+    """The passages of every readable file under ``folder``, or of the one file ``folder`` names (text,
+    Markdown, HTML, PDF where pypdf is installed: :mod:`tandem.corpus.files`), file by file, chunked; ids
+    are ``relative/path#chunk``. A file that cannot be read (not UTF-8, a damaged PDF) is an error naming
+    it, or skipped and counted with ``skip_bad``; what the folder holds besides (hidden files, other
+    kinds) is counted in ``stats.notes``."""
     folder = Path(folder)
     stats = stats if stats is not None else ReadStats()
     scan = FolderScan([folder]) if folder.is_file() else scan_folder(folder)  # one document is a folder of one
@@ -284,7 +295,7 @@ def load_folder(folder: str | Path, *, max_tokens: int = 200, overlap: int = 40,
     if not scan.files:
         raise DataError(f"no readable files found ({', '.join(readable_suffixes())})"
                         + (f"; {scan.note()}" if scan.note() else ""), str(folder))
-    docs: list[Document] = []
+    passages = 0
     for file in scan.files:
         try:
             text, title = read_file(file)
@@ -294,10 +305,10 @@ def load_folder(folder: str | Path, *, max_tokens: int = 200, overlap: int = 40,
         rel = file.relative_to(base).as_posix()
         title = title or _title_of(text, file)
         for i, chunk in enumerate(chunk_text(text, max_tokens, overlap)):
-            docs.append(Document(f"{rel}#{i}", title, chunk, {"source": rel, "chunk": i}))
-    if not docs:
+            passages += 1
+            yield Document(f"{rel}#{i}", title, chunk, {"source": rel, "chunk": i})
+    if not passages:
         raise DataError("no readable text in any file", str(folder))
-    return docs
 
 
 def _title_of(text: str, file: Path) -> str:
