@@ -60,6 +60,13 @@ def test_html_is_read_as_its_visible_text_with_its_title(tmp_path: Path):
     assert "unseen" not in page.text and "color" not in page.text
 
 
+def test_a_head_left_open_ends_at_the_body_as_in_a_browser(tmp_path: Path):
+    (tmp_path / "p.html").write_text("<html><head><title>T</title><meta charset='utf-8'><body><p>Seen text.</p>",
+                                     encoding="utf-8")
+    (doc,) = load_corpus(tmp_path, format="folder")
+    assert (doc.title, doc.text) == ("T", "Seen text.")
+
+
 def test_what_is_not_read_is_counted_by_reason(tmp_path: Path):
     stats = ReadStats()
     docs = load_corpus(_folder(tmp_path), stats=stats)

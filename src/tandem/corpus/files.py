@@ -21,7 +21,7 @@ TEXT_SUFFIXES = (".txt", ".text", ".md", ".markdown", ".rst")
 HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 PDF_SUFFIXES = (".pdf",)
 #: the HTML elements whose content is not text a reader sees
-_UNSEEN = frozenset({"script", "style", "noscript", "template", "svg", "head", "title"})
+_UNSEEN = frozenset({"script", "style", "noscript", "template", "svg", "title"})
 #: elements that end a line of text
 _BLOCKS = frozenset({"p", "div", "br", "li", "tr", "section", "article", "header", "footer", "main", "table",
                      "ul", "ol", "dl", "dt", "dd", "pre", "blockquote", "h1", "h2", "h3", "h4", "h5", "h6"})
@@ -102,9 +102,12 @@ class _HTMLText(HTMLParser):
         self.title: str | None = None
         self.h1: str | None = None
         self._hidden = 0
+        self._in_head = False
         self._in: str | None = None  # "title" or "h1" while inside one
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in ("head", "body"):
+            self._in_head = tag == "head"  # a <body> ends a <head> left open, as browsers read it
         if tag in _UNSEEN:
             self._hidden += 1
         if (tag == "title" and self.title is None) or (tag == "h1" and self.h1 is None):  # the first of each
@@ -113,6 +116,8 @@ class _HTMLText(HTMLParser):
             self.lines.append("")
 
     def handle_endtag(self, tag: str) -> None:
+        if tag == "head":
+            self._in_head = False
         if tag in _UNSEEN and self._hidden:
             self._hidden -= 1
         if tag == self._in:
@@ -123,7 +128,7 @@ class _HTMLText(HTMLParser):
     def handle_data(self, data: str) -> None:
         if self._in == "title":
             self.title = ((self.title or "") + data).strip() or None
-        if self._hidden:
+        if self._hidden or self._in_head:
             return
         if self._in == "h1":
             self.h1 = ((self.h1 or "") + data).strip() or None
