@@ -290,11 +290,12 @@ def iter_folder(folder: str | Path, *, max_tokens: int = 200, overlap: int = 40,
     stats = stats if stats is not None else ReadStats()
     scan = FolderScan([folder]) if folder.is_file() else scan_folder(folder)  # one document is a folder of one
     base = folder.parent if folder.is_file() else folder
-    if scan.note():
-        stats.notes.append(scan.note())
+    note = scan.note()
+    if note:
+        stats.notes.append(note)
     if not scan.files:
-        raise DataError(f"no readable files found ({', '.join(readable_suffixes())})"
-                        + (f"; {scan.note()}" if scan.note() else ""), str(folder))
+        raise DataError(f"no readable files found ({', '.join(readable_suffixes())})" + (f"; {note}" if note else ""),
+                        str(folder))
     passages = 0
     for file in scan.files:
         try:
