@@ -2,7 +2,6 @@
 
     python benchmarks/summarizer_replay.py RUN --dataset ../shared/data/hotpotqa/dev500.jsonl
     python benchmarks/summarizer_replay.py RUN --dataset D --recorded        # the run's own replies only
-    python benchmarks/summarizer_replay.py RUN --dataset D --summary sentences [--recorded]   # picks by number
 
 RUN is a ``tandem eval qa --method dualrag`` folder. Every summarizer call of its traces is rebuilt from
 its live slots (question, reasoning history, entity, keywords, documents) with the prompt of the installed
@@ -65,17 +64,12 @@ def main() -> None:
                         "earlier version, e.g. `git show REV:src/tandem/methods/dualrag/prompts.py > FILE`)")
     parser.add_argument("--concurrency", type=int, default=4, help="calls in flight (the engine batches them)")
     parser.add_argument("--show", type=int, default=0, help="print N replies where a gold passage was read")
-    parser.add_argument("--summary", choices=("notes", "sentences"), default="notes",
-                        help="the Summarizer's form (DualRAG's setting `summary`): notes in its own words, or "
-                             "the documents' sentences it picks by number")
     args = parser.parse_args()
 
     from tandem.corpus.loaders import load_dataset
-    from tandem.errors import ParseError
     from tandem.eval.qa_metrics import normalize_answer
     from tandem.llm.base import LLMRequest
     from tandem.methods.dualrag import prompts as P
-    from tandem.methods.dualrag import sentences as S
     if args.prompts:
         import importlib.util
         spec = importlib.util.spec_from_file_location("prompts_under_test", args.prompts)
@@ -100,19 +94,9 @@ def main() -> None:
 
     def notes_for(job: tuple) -> str:
         call, slots, _q, _kind = job
-        docs = [Document(id=str(n), title=t, text=x) for n, (t, x) in enumerate(slots["docs"])]
-        if args.summary == "sentences":  # the documents as the picks' prompt numbered them, less the numbers
-            docs = [Document(id=d.id, title=d.title, text=re.sub(r"\[\d+\] ", "", d.text)) for d in docs]
-            messages, lines = S.messages(slots["question"], slots["thoughts"], slots["entity"], slots["keywords"], docs)
-            reply = (call.get("output") or "") if args.recorded else llm.complete(LLMRequest(
-                messages=messages, max_tokens=S.SUMMARIZER_PICKS.budget, temperature=0,
-                json_schema=S.SUMMARIZER_PICKS.bounded, stop=list(P.JSON_STOP))).text
-            try:
-                return S.notes(lines, S.parse_picks(reply))
-            except ParseError:
-                return P.EMPTY
         if args.recorded:
             return notes_of(call.get("output") or "")
+        docs = [Document(id=str(n), title=t, text=x) for n, (t, x) in enumerate(slots["docs"])]
         messages = P.summarizer_messages(slots["question"], slots["thoughts"], slots["entity"], slots["keywords"], docs)
         req = LLMRequest(messages=messages, max_tokens=P.SUMMARIZER.budget, temperature=0,
                          json_schema=P.SCHEMAS["summarizer"], stop=list(P.SUMMARY_STOP))

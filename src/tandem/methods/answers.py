@@ -5,7 +5,7 @@ take a short answer out of a reply (:func:`clean_answer`, :func:`first_sentence`
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, get_args
 
 from tandem.llm.base import Message
@@ -110,17 +110,7 @@ def clean_answer(text: str, label: re.Pattern[str] = _LABEL) -> str:
 _MARKER = re.compile(r"(?:so\s+)?the answer is\s*:", re.IGNORECASE)
 _EXACT_MARKER = re.compile(r"so\s+the answer is\s*:", re.IGNORECASE)
 _PERIOD = re.compile(r"\.(\s|$)")
-_SENTENCE_END = re.compile(r"[.!?][\"')\]]?(?=\s)")
 _ABBREVIATIONS = {"dr", "mr", "mrs", "ms", "st", "jr", "sr", "vs", "no", "mt", "ft", "e.g", "i.e", "etc", "inc", "co"}
-
-
-def _sentence_ends(text: str, ends: re.Pattern[str]) -> Iterator[int]:
-    """Offsets just after each sentence-ending mark in ``text`` that is not an abbreviation's or an initial's."""
-    for match in ends.finditer(text):
-        word = text[: match.start()].rsplit(None, 1)[-1].lower() if text[: match.start()].strip() else ""
-        if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()) or "." in word.strip("\"'("):
-            continue  # "Dr. Smith", "J. R. R. Tolkien", "the U.S. Navy"
-        yield match.start() + len(match.group().rstrip())
 
 
 def first_sentence(text: str) -> str:
@@ -128,22 +118,12 @@ def first_sentence(text: str) -> str:
     line = text.strip().splitlines()[0].strip() if text.strip() else ""
     if _MARKER.search(line):
         return line
-    end = next(_sentence_ends(line, _PERIOD), None)
-    return line if end is None else line[:end]
-
-
-def split_sentences(text: str) -> list[str]:
-    """``text``'s sentences in order: cut after ``.``, ``!`` or ``?`` before a space (not after an abbreviation
-    or an initial) and at line ends; blank pieces dropped. Joined with spaces they give the text back up to
-    whitespace."""
-    out: list[str] = []
-    for line in text.splitlines():
-        start = 0
-        for end in _sentence_ends(line, _SENTENCE_END):
-            out.append(line[start:end].strip())
-            start = end
-        out.append(line[start:].strip())
-    return [s for s in out if s]
+    for match in _PERIOD.finditer(line):
+        word = line[: match.start()].rsplit(None, 1)[-1].lower() if line[: match.start()].strip() else ""
+        if word in _ABBREVIATIONS or (len(word) == 1 and word.isalpha()):
+            continue  # "Dr. Smith", "J. R. R. Tolkien"
+        return line[: match.start() + 1]
+    return line
 
 
 def extract_answer(thought: str) -> str | None:

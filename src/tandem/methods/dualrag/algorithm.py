@@ -16,7 +16,7 @@
             if entity = else and question in keywords:   (question_docs: what NativeRAG reads comes first)
                 docs <- (retrieve(question)[:question_docs] + docs)[:10]
             unread <- docs not in outline[entity].supports
-            summary <- Summarizer(question, thoughts, entity, keywords, unread)   (summary=sentences: picked verbatim)
+            summary <- Summarizer(question, thoughts, entity, keywords, unread)
             outline[entity] += summary, unless summary is None/empty; an entity left empty is removed
                 (its supports stay recorded: its docs are not read again; forget_dropped: the authors' code)
         if nothing unread this step and thought = previous thought and stop_when_stuck: break
@@ -62,7 +62,6 @@ from tandem.methods.base import (
 )
 from tandem.methods.dualrag import parse as R
 from tandem.methods.dualrag import prompts as P
-from tandem.methods.dualrag import sentences as S
 from tandem.methods.dualrag.settings import DualRAGSettings
 from tandem.methods.parts import Parts, dense_search, load_role_llms, read_with_reranker
 from tandem.registry import METHODS
@@ -171,10 +170,8 @@ class DualRAG:
         self.send_schema, self.parallel_summaries = s.send_schema, s.parallel_summaries
         self.empty_outline, self.empty_outline_docs = s.empty_outline, s.empty_outline_docs
         self.answer_docs, self.answer_reasoning = s.answer_docs, s.answer_reasoning
-        self.forget_dropped, self.summary = s.forget_dropped, s.summary
+        self.forget_dropped = s.forget_dropped
         roles = {**P.STRUCTURED_ROLES, P.ENTITY_IDENTIFIER.name: P.entity_role(s.max_entities)}
-        if s.summary == "sentences":
-            roles[P.SUMMARIZER.name] = S.SUMMARIZER_PICKS
         self.roles, self.max_tokens = role_budgets(roles, MAX_TOKENS, s.max_tokens, "DualRAG")
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -335,10 +332,6 @@ class DualRAG:
                    todo: list[tuple[str, list[str], list[Document]]]) -> list[str]:
         """The Summarizer's notes for each (entity, keywords, unread docs); its raw text where it falls back."""
         def one(into: Step, entity: str, keywords: list[str], docs: list[Document]) -> str:
-            if self.summary == "sentences":  # the documents' own sentences, picked by number
-                messages, lines = S.messages(question, thoughts, entity, keywords, docs)
-                picks, _raw = self._json(into, P.SUMMARIZER, messages, S.parse_picks, "no notes")
-                return S.notes(lines, picks or [])
             notes, raw = self._json(into, P.SUMMARIZER, P.summarizer_messages(question, thoughts, entity, keywords, docs),
                                     R.parse_summary, "raw text as the notes")
             return notes if notes is not None else raw.strip()
@@ -367,8 +360,7 @@ class DualRAG:
         none, blank = "None", "?"
         structured = {P.REASONER.name: P.reasoner_messages(none, blank, []) if self.use_reasoner else None,
                       P.ENTITY_IDENTIFIER.name: P.entity_messages(none, blank, [], []) if self.use_entity_identifier else None,
-                      P.SUMMARIZER.name: (S.messages(blank, [], blank, [], [])[0] if self.summary == "sentences"
-                                                else P.summarizer_messages(blank, [], blank, [], [])) if self.use_outline else None}
+                      P.SUMMARIZER.name: P.summarizer_messages(blank, [], blank, [], []) if self.use_outline else None}
         text = {"answer": P.answer_messages(none, blank, [] if self.answer_reasoning else None, self.answer_style),
                 P.THOUGHT_ROLE: None if self.use_reasoner else P.thought_messages(none, blank, [])}
         return ([(self.llms[name], LLMRequest(tuple(messages), max_tokens=1, stop=P.JSON_STOP,

@@ -4,12 +4,10 @@ right: a string flag, a bare list, one keyword as a string); the caller falls ba
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from tandem.errors import ParseError
 from tandem.llm.jsonparse import parse_json
-from tandem.methods.dualrag import sentences as S
 from tandem.methods.dualrag.prompts import NONE_SUMMARIES, SCHEMAS
 
 _TRUE = {"true", "yes", "1", "y"}
@@ -83,26 +81,18 @@ def is_none_summary(text: str) -> bool:
     empty, ``none`` or ``none.``. (The authors' substring test also dropped "Nonetheless, ...".)"""
     return text.strip(_WRAPPERS).lower() in NONE_SUMMARIES
 
-# Strict check used by the SFT export: does this output parse for its role? Each role's (schema, parser)
-# forms; the Summarizer replies with notes or, under summary="sentences", with the sentences it picks.
+# Strict check used by the SFT export: does this output parse for its role?
 
-FORMS: dict[str, list[tuple[dict[str, Any], Callable[[str], Any]]]] = {
-    "reasoner": [(SCHEMAS["reasoner"], parse_reasoner)],
-    "entity_identifier": [(SCHEMAS["entity_identifier"], parse_entities)],
-    "summarizer": [(SCHEMAS["summarizer"], parse_summary), (S.SUMMARIZER_PICKS.bounded, S.parse_picks)],
-}
+PARSERS = {"reasoner": parse_reasoner, "entity_identifier": parse_entities, "summarizer": parse_summary}
 
 
 def parses_for(role: str, output: str) -> bool:
-    """True when ``output`` is a well-formed reply for ``role`` (JSON roles: schema-valid and usable in one
-    of the role's forms)."""
-    if role not in FORMS:
+    """True when ``output`` is a well-formed reply for ``role`` (JSON roles: schema-valid and usable)."""
+    if role not in SCHEMAS:
         return bool(output.strip())
-    for schema, parse in FORMS[role]:
-        try:
-            parse_json(output, schema)
-            parse(output)
-        except ParseError:
-            continue
-        return True
-    return False
+    try:
+        parse_json(output, SCHEMAS[role])
+        PARSERS[role](output)
+    except ParseError:
+        return False
+    return True

@@ -60,12 +60,6 @@ class DualRAGSettings(RerankSettings):
                                                   "read that best match the question; 0: the outline alone "
                                                   "(the paper); not with use_outline=false, whose "
                                                   "outline holds the passages read")
-    summary: Literal["notes", "sentences"] = Field("notes", description="notes: the Summarizer writes notes in "
-                                                                        "its own words (the paper); sentences: it "
-                                                                        "picks the documents' sentences by number "
-                                                                        "and the notes are those sentences, word "
-                                                                        "for word (no note says what no document "
-                                                                        "says)")
     answer_reasoning: bool = Field(True, description="the answer reads the Reasoner's history too (the paper); "
                                                      "false: knowledge and question only")
     use_reasoner: bool = Field(True, description="false = ablation 'w/o R' (IRCoT-style sentences)")
