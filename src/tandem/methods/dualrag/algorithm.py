@@ -17,6 +17,7 @@
                 docs <- (retrieve(question)[:question_docs] + docs)[:10]
             unread <- docs not in outline[entity].supports
             summary <- Summarizer(question, thoughts, entity, keywords, unread)
+            summary <- summary less its sentences naming what neither unread nor the question names  (grounded_notes)
             outline[entity] += summary, unless summary is None/empty; an entity left empty is removed
                 (its supports stay recorded: its docs are not read again; forget_dropped: the authors' code)
         if nothing unread this step and thought = previous thought and stop_when_stuck: break
@@ -170,7 +171,7 @@ class DualRAG:
         self.send_schema, self.parallel_summaries = s.send_schema, s.parallel_summaries
         self.empty_outline, self.empty_outline_docs = s.empty_outline, s.empty_outline_docs
         self.answer_docs, self.answer_reasoning = s.answer_docs, s.answer_reasoning
-        self.forget_dropped = s.forget_dropped
+        self.forget_dropped, self.grounded_notes = s.forget_dropped, s.grounded_notes
         roles = {**P.STRUCTURED_ROLES, P.ENTITY_IDENTIFIER.name: P.entity_role(s.max_entities)}
         self.roles, self.max_tokens = role_budgets(roles, MAX_TOKENS, s.max_tokens, "DualRAG")
 
@@ -334,7 +335,12 @@ class DualRAG:
         def one(into: Step, entity: str, keywords: list[str], docs: list[Document]) -> str:
             notes, raw = self._json(into, P.SUMMARIZER, P.summarizer_messages(question, thoughts, entity, keywords, docs),
                                     R.parse_summary, "raw text as the notes")
-            return notes if notes is not None else raw.strip()
+            notes = notes if notes is not None else raw.strip()
+            if self.grounded_notes:  # a sentence naming what no document read and not the question names is dropped
+                notes, dropped = R.ground_notes(notes, [question, *(P.render_doc(d) for d in docs)])
+                if dropped:
+                    into.notes.setdefault("ungrounded", []).extend(dropped)
+            return notes
 
         if len(todo) < 2 or not (self.parallel_summaries and batches(self.llms[P.SUMMARIZER.name])):
             return [one(step, *job) for job in todo]
@@ -342,7 +348,7 @@ class DualRAG:
         contents = at_once([functools.partial(one, into, *job) for into, job in zip(scratch, todo, strict=True)])
         for part in scratch:
             step.llm_calls += part.llm_calls
-            for key in ("parse_errors", "fallbacks"):
+            for key in ("parse_errors", "fallbacks", "ungrounded"):
                 if key in part.notes:
                     step.notes.setdefault(key, []).extend(part.notes[key])
         return contents

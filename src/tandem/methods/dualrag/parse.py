@@ -4,11 +4,13 @@ right: a string flag, a bare list, one keyword as a string); the caller falls ba
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from tandem.errors import ParseError
 from tandem.llm.jsonparse import parse_json
-from tandem.methods.dualrag.prompts import NONE_SUMMARIES, SCHEMAS
+from tandem.methods.dualrag.prompts import EMPTY, NONE_SUMMARIES, SCHEMAS
 
 _TRUE = {"true", "yes", "1", "y"}
 _FALSE = {"false", "no", "0", "n"}
@@ -71,6 +73,44 @@ def parse_summary(text: str) -> str:
     if not isinstance(notes, str):
         raise ParseError("no string 'notes'", raw=text)
     return notes.strip()
+
+
+# Grounded notes: a sentence of notes that names something its documents and the question never name is a
+# small model's guess (the name of a worked example, an actor for a director); ``grounded_notes`` drops it.
+_NAME = re.compile(r"[A-Z][\w'’.-]*(?:\s+(?:(?:of|the|de|la|von|van|and|&)\s+)?[A-Z][\w'’.-]*)*")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+_POSSESSIVE = re.compile(r"['’]s?$")
+_NOT_NAMES = frozenset("a an and as at after also before both but by during for from he her his in it its known "
+                       "none on she that the their there these they this those when while with".split())
+
+
+def _plain(text: str) -> str:
+    return " " + re.sub(r"\W+", " ", text.casefold()).strip() + " "
+
+
+def names_in(sentence: str) -> list[str]:
+    """The capitalised word runs of ``sentence`` ("Andrei Tarkovsky", "University of Virginia"), possessives
+    and a leading function word ("The", "In") trimmed."""
+    out = []
+    for match in _NAME.finditer(sentence):
+        words = [_POSSESSIVE.sub("", w).rstrip(".") for w in match.group().split()]
+        while words and words[0].casefold() in _NOT_NAMES:
+            words.pop(0)
+        if words:
+            out.append(" ".join(words))
+    return out
+
+
+def ground_notes(notes: str, sources: Sequence[str]) -> tuple[str, list[str]]:
+    """``(kept, dropped)``: the notes less every sentence naming a name that no source (the documents read,
+    the question) holds, compared case- and punctuation-blind, word by word; ``kept`` is ``None`` when no
+    sentence is left."""
+    plain = _plain(" ".join(sources))
+    kept, dropped = [], []
+    for sentence in _SENTENCE.split(notes.strip()):
+        missing = [n for n in names_in(sentence) if _plain(n) not in plain]
+        (dropped if missing else kept).append(sentence)
+    return (" ".join(kept) if kept else EMPTY), dropped
 
 
 _WRAPPERS = " \t\r\n\"'`*_"

@@ -60,6 +60,10 @@ class DualRAGSettings(RerankSettings):
                                                   "read that best match the question; 0: the outline alone "
                                                   "(the paper); not with use_outline=false, whose "
                                                   "outline holds the passages read")
+    grounded_notes: bool = Field(False, description="drop each sentence of the Summarizer's notes that names "
+                                                    "something (a capitalised name) neither the documents it "
+                                                    "read nor the question name: a small model's guess; the "
+                                                    "step's notes list what was dropped (false: the paper)")
     answer_reasoning: bool = Field(True, description="the answer reads the Reasoner's history too (the paper); "
                                                      "false: knowledge and question only")
     use_reasoner: bool = Field(True, description="false = ablation 'w/o R' (IRCoT-style sentences)")
