@@ -23,8 +23,12 @@ from pathlib import Path
 
 def read(path: Path) -> list[tuple[float, int, int, float, float]]:
     """(end time, running, waiting, step seconds, KV-cache use %) per line; a damaged line is an error naming it."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        sys.exit(f"error: {path}: cannot read the step log ({exc.strerror or exc})")
     rows = []
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    for n, line in enumerate(text.splitlines(), 1):
         fields = line.split("\t")
         try:
             rows.append((float(fields[0]), int(fields[1]), int(fields[2]), float(fields[3]),
