@@ -9,7 +9,9 @@ its live slots (question, reasoning history, entity, keywords, documents) with t
 is measured on the same inputs. Per call it notes whether the documents held a gold passage of the
 question (by title) and whether the notes are "None". Printed: calls; the share of None where the documents
 held a gold passage (notes lost) and where they held none; the share of notes holding a gold answer where a
-gold passage was read; the run's recorded figures beside the replay's.
+gold passage was read; and ``kept``: over the calls whose documents held something to keep - a gold answer
+in a document's text, or the title of another gold passage named in a gold passage read (a bridge: the film's
+passage names its director, whose passage is gold too) - the share whose notes hold one of those.
 """
 
 from __future__ import annotations
@@ -54,6 +56,20 @@ def notes_of(text: str) -> str:
         return text
 
 
+def to_keep(docs: list[tuple[str, str]], question, gold_titles: set[str], norm) -> set[str]:
+    """What a call's notes should hold (normalised): each gold answer found in a document's text, and each
+    gold title not read in this call that a gold passage read names (the next hop of a bridge)."""
+    read = {t for t, _ in docs}
+    texts = [norm(x) for _, x in docs]
+    wanted = {norm(a) for a in question.answers if norm(a) and any(norm(a) in x for x in texts)}
+    gold_texts = [norm(x) for t, x in docs if t in gold_titles]
+    for title in gold_titles - read:
+        name = norm(title.split(" (")[0])
+        if name and any(name in x for x in gold_texts):
+            wanted.add(name)
+    return wanted
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path)
@@ -63,6 +79,10 @@ def main() -> None:
     parser.add_argument("--prompts", type=Path, help="a prompts.py to use instead of the installed one (an "
                         "earlier version, e.g. `git show REV:src/tandem/methods/dualrag/prompts.py > FILE`)")
     parser.add_argument("--concurrency", type=int, default=4, help="calls in flight (the engine batches them)")
+    parser.add_argument("--docs", type=int, default=0, help="the first N documents of each call only (the "
+                        "reranker's best first), as a `summary_docs` setting would send")
+    parser.add_argument("--keep-only", action="store_true", help="only the calls with something to keep "
+                        "(the `kept` figure at a fraction of the cost)")
     parser.add_argument("--show", type=int, default=0, help="print N replies where a gold passage was read")
     args = parser.parse_args()
 
@@ -84,12 +104,17 @@ def main() -> None:
     calls = calls[:args.limit] if args.limit else calls
     llm = None if args.recorded else __import__("tandem.llm.local", fromlist=["load_local"]).load_local()
     counts = {"gold": [0, 0, 0], "other": [0, 0, 0]}  # calls, None replies, replies holding a gold answer
+    keep = [0, 0]  # calls with something to keep, calls whose notes kept it
     jobs = []
     for call in calls:
         slots = live_slots(call["messages"][-1]["content"])
         q = by_question.get(slots["question"])
         if q is not None:
             gold_titles = {titles[i] for i in q.gold_doc_ids if i in titles}
+            if args.docs:
+                slots["docs"] = slots["docs"][:args.docs]
+            if args.keep_only and not to_keep(slots["docs"], q, gold_titles, normalize_answer):
+                continue
             jobs.append((call, slots, q, "gold" if any(t in gold_titles for t, _ in slots["docs"]) else "other"))
 
     def notes_for(job: tuple) -> str:
@@ -110,12 +135,17 @@ def main() -> None:
             row[0] += 1
             row[1] += notes.strip().lower() in P.NONE_SUMMARIES
             row[2] += any(normalize_answer(a) and normalize_answer(a) in norm for a in q.answers)
+            wanted = to_keep(slots["docs"], q, {titles[i] for i in q.gold_doc_ids if i in titles}, normalize_answer)
+            if wanted:
+                keep[0] += 1
+                keep[1] += any(w in norm for w in wanted)
             if kind == "gold" and shown < args.show:
                 shown += 1
                 print(json.dumps({"question": slots["question"], "entity": slots["entity"], "notes": notes[:300]}))
     for kind, (n, none, answer) in counts.items():
         print(json.dumps({"docs": kind, "calls": n, "none": round(none / max(n, 1), 3),
                           "notes_hold_answer": round(answer / max(n, 1), 3)}), flush=True)
+    print(json.dumps({"calls_with_something_to_keep": keep[0], "kept": round(keep[1] / max(keep[0], 1), 3)}))
 
 
 if __name__ == "__main__":
