@@ -51,9 +51,10 @@ def live_slots(content: str) -> dict:
 
 def notes_of(text: str) -> str:
     try:
-        return str(json.loads(text).get("notes", ""))
+        notes = json.loads(text).get("notes", "")
     except (json.JSONDecodeError, AttributeError):
         return text
+    return " ".join(map(str, notes)) if isinstance(notes, list) else str(notes)  # a list: sentences quoted
 
 
 def to_keep(docs: list[tuple[str, str]], question, gold_titles: set[str], norm) -> set[str]:

@@ -12,9 +12,9 @@
         if outline = {} and question_query: plan[else] += question
         for entity, keywords in plan:
             pool <- union by doc id of retrieve(keyword, candidates=50) for each keyword
-            docs <- rerank(entity name, pool)[:10]        (cross-encoder: logits <= min_score dropped)
+            docs <- rerank(entity name, pool)[:k]         (k: 10 as the paper; cross-encoder: logits <= min_score dropped)
             if entity = else and question in keywords:   (question_docs: what NativeRAG reads comes first)
-                docs <- (retrieve(question)[:question_docs] + docs)[:10]
+                docs <- (retrieve(question)[:question_docs] + docs)[:k]
             unread <- docs not in outline[entity].supports
             summary <- Summarizer(question, thoughts, entity, keywords, unread)
             summary <- summary less its sentences naming what neither unread nor the question names  (grounded_notes)
@@ -32,7 +32,7 @@ on an LLM that batches concurrent requests (the embedded engine, a server) they 
 Ablations (paper Table 3): ``use_reasoner=False`` -> one IRCoT-style sentence per step, retrieval
 until the answer marker; ``use_entity_identifier=False`` -> the thought is the only query, filed
 under "else"; ``use_outline=False`` -> raw documents are stored instead of summaries; ``reranker=None``
--> the union is kept in retrieval-score order, top-10.
+-> the union is kept in retrieval-score order, top-k.
 
 Structured output: the Reasoner, Entity Identifier and Summarizer reply in JSON under bounded
 schemas (``prompts.STRUCTURED_ROLES``), decoded under the schema where the backend can
