@@ -20,11 +20,13 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from llm_work import calls_of  # noqa: E402
+from tandem.types import Question  # noqa: E402
 
 # the live section's layouts: documents last (before 2026-11-28) and documents first
 LIVE = (re.compile(r"Question: (?P<question>.*?)\nReasoning History:\n(?P<history>.*?)\nEntity: (?P<entity>.*?)\n"
@@ -57,7 +59,7 @@ def notes_of(text: str) -> str:
     return " ".join(map(str, notes)) if isinstance(notes, list) else str(notes)  # a list: sentences quoted
 
 
-def to_keep(docs: list[tuple[str, str]], question, gold_titles: set[str], norm) -> set[str]:
+def to_keep(docs: list[tuple[str, str]], question: Question, gold_titles: set[str], norm: Callable[[str], str]) -> set[str]:
     """What a call's notes should hold (normalised): each gold answer found in a document's text, and each
     gold title not read in this call that a gold passage read names (the next hop of a bridge)."""
     read = {t for t, _ in docs}
@@ -81,7 +83,7 @@ def main() -> None:
                         "earlier version, e.g. `git show REV:src/tandem/methods/dualrag/prompts.py > FILE`)")
     parser.add_argument("--concurrency", type=int, default=4, help="calls in flight (the engine batches them)")
     parser.add_argument("--docs", type=int, default=0, help="the first N documents of each call only (the "
-                        "reranker's best first), as a `summary_docs` setting would send")
+                        "reranker's best first), what DualRAG's `--set k=N` sends")
     parser.add_argument("--keep-only", action="store_true", help="only the calls with something to keep "
                         "(the `kept` figure at a fraction of the cost)")
     parser.add_argument("--show", type=int, default=0, help="print N replies where a gold passage was read")
