@@ -51,7 +51,7 @@ from typing import Any, TypeVar
 
 from tandem.errors import ConfigError
 from tandem.llm.base import LLM, LLMRequest, Message, batches
-from tandem.methods.answers import clean_answer, extract_answer, first_sentence
+from tandem.methods.answers import answer_style, clean_answer, extract_answer, first_sentence
 from tandem.methods.base import (
     Role,
     Search,
@@ -207,7 +207,7 @@ class DualRAG:
         style = self.answer_style
         text = call_llm(self.llms["answer"], final, "answer",
                         P.answer_messages(self._knowledge(trace, final, outline, question.text, asked), question.text,
-                                          thoughts if self.answer_reasoning else None, style),
+                                          thoughts if self.answer_reasoning else None, style, answer_style(self.llms["answer"])),
                         max_tokens=self.max_tokens["answer" if style == "short" else "answer:complete"],
                         temperature=self.temperature)
         return Answer(question.id, clean_answer(text) if style == "short" else text.strip(), trace, self.name)
@@ -367,7 +367,8 @@ class DualRAG:
         structured = {P.REASONER.name: P.reasoner_messages(none, blank, []) if self.use_reasoner else None,
                       P.ENTITY_IDENTIFIER.name: P.entity_messages(none, blank, [], []) if self.use_entity_identifier else None,
                       P.SUMMARIZER.name: P.summarizer_messages(blank, [], blank, [], []) if self.use_outline else None}
-        text = {"answer": P.answer_messages(none, blank, [] if self.answer_reasoning else None, self.answer_style),
+        text = {"answer": P.answer_messages(none, blank, [] if self.answer_reasoning else None, self.answer_style,
+                                            answer_style(self.llms["answer"])),
                 P.THOUGHT_ROLE: None if self.use_reasoner else P.thought_messages(none, blank, [])}
         return ([(self.llms[name], LLMRequest(tuple(messages), max_tokens=1, stop=P.JSON_STOP,
                                               json_schema=self.roles[name].bounded if self.send_schema else None))

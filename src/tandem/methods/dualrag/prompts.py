@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from tandem.llm.base import Message
-from tandem.methods.answers import ANSWER_MARKER
+from tandem.methods.answers import ANSWER_MARKER, YES_NO_INSTRUCTION, asks_yes_or_no
 from tandem.methods.base import Role, compact_json_examples
 from tandem.types import Document
 
@@ -333,6 +333,10 @@ Read the knowledge carefully and write a complete answer that follows from your 
 }
 
 
+#: the short head for a model whose answer style is ``instruction_yes_no`` (the 1.5B's): yes/no is not named
+#: for every question - the Answer section asks for it only where :func:`asks_yes_or_no` (as CoopRAG's answer)
+SHORT_HEAD_NO_VERDICT = ANSWER_HEAD["short"].replace('; "yes" or "no" for a yes/no\nquestion. ', ".\n")
+
 #: the heads without the reasoning history (``answer_reasoning=false``)
 ANSWER_HEAD_KNOWLEDGE_ONLY = {
     "short": _prompt(("Role", """
@@ -347,9 +351,16 @@ Read the knowledge carefully and write a complete answer that follows from it.
 }
 
 
-def answer_messages(outline: str, question: str, thoughts: Sequence[str] | None, style: str = "short") -> list[Message]:
+def answer_messages(outline: str, question: str, thoughts: Sequence[str] | None, style: str = "short",
+                    model_style: str = "system") -> list[Message]:
     """The Answer agent's prompt; ``style`` "short" (our default) or "complete" (the paper's); ``thoughts``
-    None: no reasoning section and a head that names none (``answer_reasoning=false``)."""
+    None: no reasoning section and a head that names none (``answer_reasoning=false``). ``model_style`` the
+    answer LLM's (:func:`tandem.methods.answers.answer_style`): with ``instruction_yes_no`` a short answer's
+    head names no yes/no and its Answer section asks "Answer yes or no." only where the question asks it."""
+    if style == "short" and model_style == "instruction_yes_no" and thoughts is not None:
+        live = _prompt(("Knowledge", outline), ("Question", question), ("Your reasoning", history_steps(thoughts)),
+                       ("Answer", YES_NO_INSTRUCTION if asks_yes_or_no(question) else ""))
+        return [Message("user", SHORT_HEAD_NO_VERDICT + "\n" + live)]
     if thoughts is None:
         live = _prompt(("Knowledge", outline), ("Question", question), ("Answer", ""))
         return [Message("user", ANSWER_HEAD_KNOWLEDGE_ONLY[style] + "\n" + live)]
