@@ -240,6 +240,24 @@ def test_gradients_reach_r2former_with_llm_frozen(tiny_llm, docs):
     assert model.head.weight.grad is None or model.head.weight.grad.abs().sum() == 0
 
 
+def test_answer_loss_is_the_full_sequence_loss_on_answer_tokens(tiny_llm, docs):
+    """L_LM over the answer tokens, computed from the logits of those positions only, equals the
+    transformers loss over the whole sequence with every prompt position masked."""
+    model = _former(tiny_llm).eval()
+    compute = tr.LossComputer(tiny_llm, model, tr.R2AGTrainConfig())
+    ex = _lists(docs, 1)[0]
+    ids, positions, target = compute.tokens(ex)
+    with torch.no_grad():
+        lm, _ = compute(ex)
+        vectors, _ = model(torch.from_numpy(ex.feats)[None])
+        all_ids = torch.tensor([ids + target])
+        embeds = tr.inject(tiny_llm.embed_ids(all_ids)[0], positions, vectors[0])
+        labels = all_ids.clone()
+        labels[0, : len(ids)] = -100
+        full = tiny_llm.forward(inputs_embeds=embeds[None], labels=labels).loss
+    assert len(target) >= 2 and lm.item() == pytest.approx(full.item(), rel=1e-5)
+
+
 def test_train_checkpoint_resume_matches_uninterrupted_run(tiny_llm, docs, tmp_path):
     lists = _lists(docs, 4)
     cfg = dict(epochs=2, grad_accum=2, d_model=16, lr=1e-2, eval_every=1, save_every=100)
