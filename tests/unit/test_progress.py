@@ -54,6 +54,28 @@ def test_long_work_draws_the_bar_with_what_was_reported() -> None:
     assert "encode" in buf.getvalue() and "4/4" in buf.getvalue()
 
 
+def test_a_log_file_gets_plain_lines_at_most_every_interval_and_at_the_end() -> None:
+    """stderr sent to a file: no live bar (rich would draw it only when the work ends) but one line per
+    task when the bar would appear, then at most every ``line_every`` seconds, and its last state."""
+    target, buf = _console(terminal=False)
+    with progress_bar(delay=0.05, line_every=0.3, target=target) as bar:
+        report = bar.callback("answer questions")
+        report(1, 40)
+        deadline = time.monotonic() + 5
+        while "1/40" not in buf.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        for i in range(2, 30):  # all within the interval: no line
+            report(i, 40)
+        time.sleep(0.35)
+        report(30, 40)
+        report(31, 40)  # stopped here (Ctrl-C, a time cap): its last state still gets a line
+    lines = buf.getvalue().splitlines()
+    assert not bar.live.is_started
+    assert [line.split(" ")[:3] for line in lines] == [["answer", "questions:", "1/40"], ["answer", "questions:", "30/40"],
+                                                        ["answer", "questions:", "31/40"]]
+    assert "(75 %)" in lines[1] and "elapsed, ~" in lines[1] and "left" in lines[1]
+
+
 def test_a_stage_that_never_reports_adds_no_task() -> None:
     target, _ = _console()
     with progress_bar(delay=5.0, target=target) as bar:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
@@ -52,23 +53,74 @@ def set_verbosity(level: int) -> None:
 
 #: Work shorter than this many seconds shows no progress bar.
 BAR_DELAY_S = 1.0
+#: Where stderr is no terminal (a log file), progress is a plain line per task at most this often.
+LINE_EVERY_S = 30.0
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    minutes, sec = divmod(int(seconds), 60)
+    return f"{minutes // 60}:{minutes % 60:02d}:{sec:02d}"
 
 
 class LazyProgress(Progress):
     """A rich ``Progress`` that appears only once its ``with`` block has run ``delay`` seconds: short
-    work prints nothing. Tasks and updates before then are kept and shown when it appears."""
+    work prints nothing. Tasks and updates before then are kept and shown when it appears. Where the
+    console is no terminal (output sent to a log file, where a live bar would only show at the end), each
+    task is a plain line instead - ``label: done/total (pct) elapsed, ~left`` - at most every ``line_every``
+    seconds, and when it completes."""
 
-    def __init__(self, *columns: Any, delay: float = BAR_DELAY_S, **options: Any) -> None:
+    def __init__(self, *columns: Any, delay: float = BAR_DELAY_S, line_every: float = LINE_EVERY_S,
+                 **options: Any) -> None:
         super().__init__(*columns, **options)
-        self._delay = delay
+        self._delay, self._line_every = delay, line_every
         self._guard = threading.Lock()
         self._closed = False
+        self._plain = False  # lines rather than a live bar (set when it appears)
+        self._lines: dict[Any, tuple[float, float]] = {}  # task -> (time, completed) of its last line
         self._timer: threading.Timer | None = None
 
     def _appear(self) -> None:
         with self._guard:
-            if not self._closed:
+            if self._closed:
+                return
+            if self.console.is_terminal:
                 self.start()
+                return
+            self._plain = True
+        for task in self.tasks:
+            self._line(task.id)
+
+    def update(self, task_id: Any, **changes: Any) -> None:
+        """As rich's, plus the task's plain line where the console is no terminal."""
+        super().update(task_id, **changes)
+        if self._plain:
+            self._line(task_id)
+
+    def advance(self, task_id: Any, advance: float = 1) -> None:
+        """As rich's, plus the task's plain line where the console is no terminal."""
+        super().advance(task_id, advance)
+        if self._plain:
+            self._line(task_id)
+
+    def _line(self, task_id: Any, *, final: bool = False) -> None:
+        with self._lock:
+            task = self._tasks.get(task_id)
+        if task is None or not task.visible or not task.completed:
+            return  # nothing done yet: no line
+        now, done = time.monotonic(), task.total is not None and task.completed >= task.total
+        with self._guard:
+            at, last = self._lines.get(task_id, (float("-inf"), -1.0))
+            if last == task.completed and (done or final):
+                return  # this state has its line
+            if not (done or final) and now - at < self._line_every:
+                return
+            self._lines[task_id] = (now, task.completed)
+        total = f"/{task.total:g} ({task.percentage:.0f} %)" if task.total else ""
+        left = "" if done else f", ~{_clock(task.time_remaining)} left"
+        self.console.out(f"{task.description}: {task.completed:g}{total} {_clock(task.elapsed)} elapsed{left}",
+                         highlight=False)
 
     def __enter__(self) -> Self:
         self._timer = threading.Timer(self._delay, self._appear)
@@ -83,6 +135,9 @@ class LazyProgress(Progress):
                 self._timer.cancel()
             if self.live.is_started:  # never shown: nothing to stop, not even a newline to print
                 self.stop()
+        if self._plain:
+            for task in self.tasks:
+                self._line(task.id, final=True)
 
     def callback(self, description: str) -> OnProgress:
         """An ``on_progress(done, total)`` for library code, drawn as a task named ``description``
@@ -131,12 +186,14 @@ class TrainingProgress:
         return self._bar.callback(label)
 
 
-def progress_bar(*, delay: float = BAR_DELAY_S, target: Console | None = None) -> LazyProgress:
+def progress_bar(*, delay: float = BAR_DELAY_S, line_every: float = LINE_EVERY_S,
+                 target: Console | None = None) -> LazyProgress:
     """The progress bar every long command shows (on stderr), only for work lasting over ``delay`` s;
     library code reports to it through ``bar.callback(description)``."""
     return LazyProgress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
         TimeElapsedColumn(), TimeRemainingColumn(), console=target or console, transient=False, delay=delay,
+        line_every=line_every,
     )
 
 
