@@ -209,10 +209,13 @@ def test_no_injection_switch_keeps_token_embeddings(tiny_llm, docs, monkeypatch)
 
 # -- training ----------------------------------------------------------------------------------
 
+def _questions(docs, n):
+    return [Question(f"q{i}", f"Where was Marie Curie born {i}?", ("Warsaw",), gold_doc_ids=("d1", "d3"),
+                     metadata={"context_ids": [d.id for d in docs]}) for i in range(n)]
+
+
 def _lists(docs, n=4):
-    qs = [Question(f"q{i}", f"Where was Marie Curie born {i}?", ("Warsaw",), gold_doc_ids=("d1", "d3"),
-                   metadata={"context_ids": [d.id for d in docs]}) for i in range(n)]
-    return tr.build_lists(qs, DocStore(docs), HashingEncoder(), k=5)
+    return tr.build_lists(_questions(docs, n), DocStore(docs), HashingEncoder(), k=5)
 
 
 def test_build_lists_labels_gold_and_sorts(docs):
@@ -221,6 +224,30 @@ def test_build_lists_labels_gold_and_sorts(docs):
     assert len(ex.docs) == 5 and ex.labels.sum() == 2
     assert [ex.labels[i] for i, d in enumerate(ex.docs) if d.id in ("d1", "d3")] == [1.0, 1.0]
     assert np.all(np.diff(ex.feats[:, 0]) <= 1e-6)
+
+
+def test_ranked_lists_are_cached_by_their_inputs(docs, tmp_path):
+    from tandem.methods.r2ag.lists import cached_lists, lists_key
+
+    qs = _questions(docs, 2)
+    store = DocStore(docs)
+    calls: list[int] = []
+
+    def build():
+        calls.append(1)
+        return tr.build_lists(qs, store, HashingEncoder(), k=5)
+
+    key = lists_key(dataset="d.jsonl", questions="0:2", k=5)
+    first = cached_lists(key, qs, store, build, root=tmp_path)
+    again = cached_lists(key, qs, store, build, root=tmp_path)
+    assert len(calls) == 1 and [x.qid for x in again] == [x.qid for x in first]
+    for a, b in zip(first, again, strict=True):
+        assert [d.id for d in a.docs] == [d.id for d in b.docs] and (a.question, a.answer) == (b.question, b.answer)
+        assert np.allclose(a.feats, b.feats) and np.array_equal(a.labels, b.labels)
+    assert lists_key(dataset="d.jsonl", questions="0:2", k=6) != key
+    (tmp_path / f"{key}.json.gz").write_bytes(b"damaged")  # a file that cannot be read is built again
+    cached_lists(key, qs, store, build, root=tmp_path)
+    assert len(calls) == 2
 
 
 def test_gradients_reach_r2former_with_llm_frozen(tiny_llm, docs):

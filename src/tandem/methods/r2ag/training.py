@@ -20,7 +20,6 @@ import json
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +27,9 @@ import numpy as np
 import torch
 
 from tandem.errors import ConfigError
-from tandem.index.encoder import Encoder
 from tandem.index.store import DocStore
 from tandem.methods.base import Search
-from tandem.methods.r2ag.algorithm import inject, rank_and_featurize
+from tandem.methods.r2ag.algorithm import inject
 from tandem.methods.r2ag.former import (
     LORA_DIR,
     R2Former,
@@ -41,52 +39,13 @@ from tandem.methods.r2ag.former import (
     relevance_loss,
     save_checkpoint,
 )
+from tandem.methods.r2ag.lists import RankedList, build_lists, cached_lists, files_identity, lists_key
 from tandem.methods.r2ag.prompts import build_prompt, choose_placeholder
 from tandem.methods.r2ag.trainer import R2AGTrainRun, R2AGTrainSettings
 from tandem.train.specs import backend_options
-from tandem.types import Document, OnProgress, Question
 
 RUN_ONLY = ("max_minutes", "max_steps", "eval_every", "save_every")  # settings a resumed run may change
 R2AGTrainConfig = R2AGTrainSettings  # the hyper-parameters' name in the training code before they were a settings model
-
-
-@dataclass
-class RankedList:
-    """One training/validation question: its relevance-sorted documents, features and gold labels."""
-
-    qid: str
-    question: str
-    answer: str
-    docs: list[Document]
-    feats: np.ndarray
-    labels: np.ndarray
-
-
-def build_lists(questions: Sequence[Question], store: DocStore, encoder: Encoder, *, k: int = 10,
-                search: Search | None = None, drop: Sequence[str] = (), gamma_first: float = 1.0,
-                on_progress: OnProgress | None = None) -> list[RankedList]:
-    """Ranked lists for questions with gold answers: the question's own context paragraphs
-    (``metadata['context_ids']``, gold ones first), topped up to k with retrieved distractors when
-    ``search`` is given (e.g. NQ-open oracle: 1 gold + 9 retrieved); then sorted by r.
-    ``on_progress(done, total)`` after each question."""
-    out = []
-    for done, q in enumerate(questions, 1):
-        if on_progress is not None:
-            on_progress(done, len(questions))
-        if not q.answers:
-            continue
-        ids = [d for d in q.gold_doc_ids if d in store]
-        ids += [d for d in q.metadata.get("context_ids", []) if d in store and d not in ids]
-        ids = ids[:k]
-        if search is not None and len(ids) < k:
-            _, found = search(q.text, k + len(ids))
-            ids += [d.id for d in found if d.id not in ids][: k - len(ids)]
-        if not ids:
-            continue
-        docs, feats, _ = rank_and_featurize(encoder, q.text, [store.get(d) for d in ids], drop=drop, gamma_first=gamma_first)
-        labels = np.array([float(d.id in q.gold_doc_ids) for d in docs], dtype=np.float32)
-        out.append(RankedList(q.id, q.text, q.answers[0], docs, feats, labels))
-    return out
 
 
 class LossComputer:
@@ -304,9 +263,14 @@ def run_training(spec: R2AGTrainRun, out: Path, on_step: Callable[[int, int, flo
         search = Search(open_retriever(idx), idx.store)
     store, encoder = DocStore(ds.passages), load_encoder(spec.encoder)
     stage = getattr(on_step, "stage", None)  # the command line's bar (TrainingProgress): the lists take minutes
-    lists = {name: build_lists(qs, store, encoder, k=config.k, search=search, drop=config.drop_features,
-                               on_progress=stage(f"{name} lists") if stage else None)
-             for name, qs in (("train", train_qs), ("val", val_qs))}
+    lists = {}
+    for name, part, qs in (("train", spec.train_questions, train_qs), ("val", spec.val_questions, val_qs)):
+        key = lists_key(dataset=files_identity(spec.dataset), questions=part, k=config.k, encoder=spec.encoder,
+                        index=files_identity(spec.index) if spec.index is not None else None,
+                        drop=list(config.drop_features), gamma_first=config.gamma_first)
+        lists[name] = cached_lists(key, qs, store, lambda qs=qs, name=name: build_lists(
+            qs, store, encoder, k=config.k, search=search, drop=config.drop_features, gamma_first=config.gamma_first,
+            on_progress=stage(f"{name} lists") if stage else None))
     backend = embedding_backend(load_llm(spec.llm, **llm_options))
     if not hasattr(backend, "model"):
         raise ConfigError("training needs an in-process LLM (--llm local or hf:PATH)")
