@@ -243,7 +243,7 @@ def test_ranked_lists_are_cached_by_their_inputs(docs, tmp_path):
     assert len(calls) == 1 and [x.qid for x in again] == [x.qid for x in first]
     for a, b in zip(first, again, strict=True):
         assert [d.id for d in a.docs] == [d.id for d in b.docs] and (a.question, a.answer) == (b.question, b.answer)
-        assert np.allclose(a.feats, b.feats) and np.array_equal(a.labels, b.labels)
+        assert np.array_equal(a.feats, b.feats) and b.feats.dtype == a.feats.dtype and np.array_equal(a.labels, b.labels)
     assert lists_key(dataset="d.jsonl", questions="0:2", k=6) != key
     (tmp_path / f"{key}.json.gz").write_bytes(b"damaged")  # a file that cannot be read is built again
     cached_lists(key, qs, store, build, root=tmp_path)
