@@ -4,13 +4,14 @@ lasting over its delay."""
 from __future__ import annotations
 
 import io
+import re
 import time
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
-from tandem.cli.common import progress_bar
+from tandem.cli.common import LazyProgress, progress_bar
 from tandem.index import build_index
 from tandem.testing.encoders import HashingEncoder
 from tandem.types import Document
@@ -73,7 +74,23 @@ def test_a_log_file_gets_plain_lines_at_most_every_interval_and_at_the_end() -> 
     assert not bar.live.is_started
     assert [line.split(" ")[:3] for line in lines] == [["answer", "questions:", "1/40"], ["answer", "questions:", "30/40"],
                                                         ["answer", "questions:", "31/40"]]
-    assert "(75 %)" in lines[1] and "elapsed, ~" in lines[1] and "left" in lines[1]
+    assert lines[0].endswith("elapsed, ~? left")  # no rate yet
+    assert "(75 %)" in lines[1] and re.search(r"elapsed, ~\d+:\d\d:\d\d left$", lines[1])  # the rate since then
+
+
+def test_slow_work_in_a_log_file_gets_its_time_left_from_its_rate_since_the_first_line() -> None:
+    """A question every two minutes: rich's own estimate (the last 30 s of samples) has nothing to go on."""
+    clock = [0.0]
+    target, buf = _console(terminal=False)
+    with LazyProgress(console=target, delay=0.01, get_time=lambda: clock[0]) as bar:
+        report = bar.callback("naive_rag")
+        report(1, 10)
+        deadline = time.monotonic() + 5
+        while "1/10" not in buf.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        clock[0] = 240.0
+        report(3, 10)
+    assert buf.getvalue().splitlines()[1] == "naive_rag: 3/10 (30 %) 0:04:00 elapsed, ~0:14:00 left"
 
 
 def test_a_stage_that_never_reports_adds_no_task() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
@@ -79,6 +78,7 @@ class LazyProgress(Progress):
         self._closed = False
         self._plain = False  # lines rather than a live bar (set when it appears)
         self._lines: dict[Any, tuple[float, float]] = {}  # task -> (time, completed) of its last line
+        self._since: dict[Any, tuple[float, float]] = {}  # task -> (time, completed) of its first line
         self._timer: threading.Timer | None = None
 
     def _appear(self) -> None:
@@ -109,7 +109,7 @@ class LazyProgress(Progress):
             task = self._tasks.get(task_id)
         if task is None or not task.visible or not task.completed:
             return  # nothing done yet: no line
-        now, done = time.monotonic(), task.total is not None and task.completed >= task.total
+        now, done = self.get_time(), task.total is not None and task.completed >= task.total
         with self._guard:
             at, last = self._lines.get(task_id, (float("-inf"), -1.0))
             if last == task.completed and (done or final):
@@ -117,8 +117,12 @@ class LazyProgress(Progress):
             if not (done or final) and now - at < self._line_every:
                 return
             self._lines[task_id] = (now, task.completed)
+            t0, c0 = self._since.setdefault(task_id, (now, task.completed))
         total = f"/{task.total:g} ({task.percentage:.0f} %)" if task.total else ""
-        left = "" if done else f", ~{_clock(task.time_remaining)} left"
+        # the rate since its first line: rich's estimate looks at the last 30 s only, empty for slow work
+        rate = (task.completed - c0) / (now - t0) if task.completed > c0 and now > t0 else None
+        remaining = (task.total - task.completed) / rate if rate and task.total else None
+        left = "" if done else f", ~{_clock(remaining)} left"
         self.console.out(f"{task.description}: {task.completed:g}{total} {_clock(task.elapsed)} elapsed{left}",
                          highlight=False)
 
