@@ -285,6 +285,23 @@ def test_answer_loss_is_the_full_sequence_loss_on_answer_tokens(tiny_llm, docs):
     assert len(target) >= 2 and lm.item() == pytest.approx(full.item(), rel=1e-5)
 
 
+def test_training_reports_the_validation_loss_as_a_stage_of_its_progress(tiny_llm, docs, tmp_path):
+    seen: list[tuple[str, int, int]] = []
+
+    class OnStep:  # the command line's TrainingProgress: on_step plus stage(label)
+        def __call__(self, step, total, loss):
+            seen.append(("step", step, total))
+
+        def stage(self, label):
+            return lambda done, total: seen.append((label, done, total))
+
+    lists = _lists(docs, 2)
+    cfg = tr.R2AGTrainConfig(epochs=1, grad_accum=1, d_model=16, eval_every=2, save_every=100)
+    tr.train_r2ag(tiny_llm, lists, lists, tmp_path / "a", cfg, on_step=OnStep())
+    assert seen == [("validation loss before", 1, 2), ("validation loss before", 2, 2), ("step", 1, 2),
+                    ("step", 2, 2), ("validation loss at step 2", 1, 2), ("validation loss at step 2", 2, 2)]
+
+
 def test_train_checkpoint_resume_matches_uninterrupted_run(tiny_llm, docs, tmp_path):
     lists = _lists(docs, 4)
     cfg = dict(epochs=2, grad_accum=2, d_model=16, lr=1e-2, eval_every=1, save_every=100)
