@@ -122,7 +122,7 @@ class LazyProgress(Progress):
         # the rate since its first line: rich's estimate looks at the last 30 s only, empty for slow work
         rate = (task.completed - c0) / (now - t0) if task.completed > c0 and now > t0 else None
         remaining = (task.total - task.completed) / rate if rate and task.total else None
-        left = "" if done else f", ~{_clock(remaining)} left"
+        left = "" if done or not task.total else f", ~{_clock(remaining)} left"
         self.console.out(f"{task.description}: {task.completed:g}{total} {_clock(task.elapsed)} elapsed{left}",
                          highlight=False)
 
