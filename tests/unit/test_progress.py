@@ -91,8 +91,11 @@ def test_slow_work_in_a_log_file_gets_its_time_left_from_its_rate_since_the_firs
         clock[0] = 240.0
         report(3, 10)
     assert buf.getvalue().splitlines()[1] == "naive_rag: 3/10 (30 %) 0:04:00 elapsed, ~0:14:00 left"
-    with LazyProgress(console=target, delay=0.0, get_time=lambda: clock[0]) as bar:
+    with LazyProgress(console=target, delay=0.01, get_time=lambda: clock[0]) as bar:
         bar.callback("encode")(64, 0)  # a streamed corpus: no total, so no time left to give
+        deadline = time.monotonic() + 5
+        while "encode" not in buf.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.01)
     assert buf.getvalue().splitlines()[-1] == "encode: 64 0:00:00 elapsed"
 
 
