@@ -146,16 +146,13 @@ def test_a_judge_that_says_yes_to_everything_fails_calibration():
 def test_run_qa_records_the_calibration_and_flags_the_column(tmp_path):
     method = build_method("direct", FakeLLM(default="Paris"))
     judge, rewriter = FakeLLM(default='{"verdict": "Yes"}'), FakeLLM(default="Paris")
-    stages: list[tuple[str, int, int]] = []
     metrics = run_qa(method, QUESTIONS, tmp_path / "run", {"method": "direct", "dataset": "d.jsonl"},
-                     judge_llm=judge, reanswer_llm=rewriter, reanswer_prompt="answer_type", calibrate=4, self_judged=True,
-                     on_stage=lambda *a: stages.append(a))
+                     judge_llm=judge, reanswer_llm=rewriter, reanswer_prompt="answer_type", calibrate=4, self_judged=True)
     asked = {c.last_user.split("Question: ")[1].split("\n")[0]: c.last_user for c in rewriter.calls}
     assert "the answers are 67% a name or title, 33% a short phrase." in asked["Where was Marie Curie born?"]
     assert "the answers are 50% a name or title, 25% a short phrase, 25% yes/no" in asked[QUESTIONS[3].text]
     cal = metrics["judge_calibration"]
     assert cal["limit"] == 4 and cal["reliable"] is False and cal["self_judged"] is True
-    assert stages == [("judge calibration", i, cal["pairs"]) for i in range(1, cal["pairs"] + 1)]  # its progress
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["judge_calibration"] == cal
     table = (tmp_path / "run" / "metrics.md").read_text()
     assert "unreliable: calibration" in table and "(self;" in table

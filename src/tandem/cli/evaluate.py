@@ -139,7 +139,7 @@ def _eval_qa(cfg: RunConfig, out_dir: Path, retry_errors: bool, allow_code_chang
         if (out_dir / PREDICTIONS).is_file():
             bar.update(task, completed=len(set(load_done(out_dir / PREDICTIONS)) & {q.id for q in questions}))
         metrics = evaluate(cfg, out_dir, retry_errors=retry_errors, allow_code_change=allow_code_change, skip_bad=skip_bad, max_failures=max_failures,
-                           on_record=on_record, dataset=ds, on_stage=bar.labelled())
+                           on_record=on_record, dataset=ds)
     if as_json:
         print_json(metrics)
     else:

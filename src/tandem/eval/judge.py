@@ -27,7 +27,7 @@ from tandem.llm.base import LLM, LLMRequest, Message
 from tandem.llm.jsonparse import parse_json
 from tandem.methods.answers import asks_yes_or_no
 from tandem.methods.base import Role, call_structured, compact_json_examples
-from tandem.types import OnProgress, Step
+from tandem.types import Step
 
 JUDGE_PROMPT = compact_json_examples((
     "Question: {question}\nPrediction: {prediction}\nGround-truth: {gold}\n\n"
@@ -192,12 +192,10 @@ def calibration_pairs(items: Sequence[tuple[str, Sequence[str]]], predictions: S
 
 def calibrate_judge(llm: LLM, items: Sequence[tuple[str, Sequence[str]]],
                     predictions: Sequence[Mapping[str, Any]] = (), *, limit: int = 100,
-                    self_judged: bool = False, concurrency: int = 1,
-                    on_progress: OnProgress | None = None) -> dict[str, Any]:
+                    self_judged: bool = False, concurrency: int = 1) -> dict[str, Any]:
     """The judge's accuracy on :func:`calibration_pairs`: ``accuracy`` over all pairs, ``yes_on_gold``
     (should be 1) and ``yes_on_wrong`` (should be 0), and ``reliable`` (accuracy >= ``RELIABLE``).
-    ``concurrency`` pairs are judged at a time (a run's own concurrency: up to 300 calls otherwise in turn);
-    ``on_progress(done, total)`` as verdicts come in."""
+    ``concurrency`` pairs are judged at a time (a run's own concurrency: up to 300 calls otherwise in turn)."""
     pairs = calibration_pairs(items, predictions, limit)
     step = Step("judge calibration")
 
@@ -205,12 +203,8 @@ def calibrate_judge(llm: LLM, items: Sequence[tuple[str, Sequence[str]]],
         question, answer, golds, yes = pair
         return judge(llm, question, answer, golds, step) == 1.0, yes
 
-    verdicts: list[tuple[bool, bool]] = []
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        for said in pool.map(verdict, pairs):
-            verdicts.append(said)
-            if on_progress is not None:
-                on_progress(len(verdicts), len(pairs))
+        verdicts = list(pool.map(verdict, pairs))
     gold = [said for said, yes in verdicts if yes]
     wrong = [said for said, yes in verdicts if not yes]
     accuracy = sum(said == yes for said, yes in verdicts) / len(verdicts) if verdicts else 0.0

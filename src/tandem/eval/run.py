@@ -38,12 +38,11 @@ def as_run_config(config: RunConfig | Mapping[str, Any] | str | Path) -> RunConf
 
 def evaluate(config: RunConfig | Mapping[str, Any] | str | Path, out: str | Path, *, retry_errors: bool = False,
              allow_code_change: bool = False, skip_bad: bool = False, max_failures: int = 3, on_record: OnRecord | None = None,
-             dataset: Any = None, on_stage: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+             dataset: Any = None) -> dict[str, Any]:
     """Run ``config``'s method over its dataset into run folder ``out`` (resumed where it stopped; a folder that
     is not a run folder of this kind is refused) and return the metrics (also in ``out/metrics.json``).
 
-    ``on_record(record, running_metrics)`` is called after each question, ``on_stage(label, done, total)`` during
-    the work after them (the judge's calibration); ``dataset`` is the loaded dataset
+    ``on_record(record, running_metrics)`` is called after each question; ``dataset`` is the loaded dataset
     when the caller has it already (else ``config.dataset`` is read). A folder whose saved answers were made
     by other code of the method is refused unless ``allow_code_change`` (:mod:`tandem.eval.codecheck`)."""
     from tandem.corpus import load_dataset
@@ -73,8 +72,7 @@ def evaluate(config: RunConfig | Mapping[str, Any] | str | Path, out: str | Path
         return run_qa(method, questions, out, record, concurrency=cfg.concurrency, judge_llm=judge_llm,
                       reanswer_llm=main_llm if cfg.reanswer else None, reanswer_prompt=cfg.reanswer_prompt,
                       calibrate=cfg.judge_calibration, self_judged=judge_llm is main_llm, retry_errors=retry_errors,
-                      allow_code_change=allow_code_change, max_consecutive_failures=max_failures, on_record=on_record,
-                      on_stage=on_stage)
+                      allow_code_change=allow_code_change, max_consecutive_failures=max_failures, on_record=on_record)
 
 
 def _engine_note(llm: Any) -> dict[str, str]:

@@ -39,7 +39,7 @@ from tandem.io import atomic_open, write_error, write_json_atomic
 from tandem.llm.base import LLM
 from tandem.methods.base import Method
 from tandem.secrets import redact
-from tandem.types import REUSE_KEYS, OnProgress, Question, Step, merge_protocol, protocol_counts
+from tandem.types import REUSE_KEYS, Question, Step, merge_protocol, protocol_counts
 
 ERRORS_LOG = "errors.log"
 log = logging.getLogger(__name__)
@@ -218,15 +218,13 @@ def run_qa(
     allow_code_change: bool = False,
     max_consecutive_failures: int = 3,
     on_record: Callable[[dict[str, Any], dict[str, Any]], None] | None = None,
-    on_stage: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Run ``method`` over ``questions`` into ``out_dir``, resuming what is already there (see module doc).
 
     ``reanswer_prompt`` names the re-answer prompt (:data:`tandem.eval.judge.REANSWER_PROMPTS`). With a judge,
     a finished run calibrates it on the first ``calibrate`` questions (:func:`tandem.eval.judge.calibrate_judge`,
     kept in ``judge-calibration.json``) and records the result in metrics.json; ``self_judged`` says the
-    judge is the method's own LLM; ``on_stage(label, done, total)`` follows the work after the questions (the
-    calibration: up to 300 judge calls). The method's code is checked against the code that made the answers saved
+    judge is the method's own LLM. The method's code is checked against the code that made the answers saved
     so far (:func:`tandem.eval.codecheck.keep_code`; ``allow_code_change`` records a change instead of refusing)."""
     run = RunDir(out_dir, "qa-run")
     if (run.folder / CONFIG_FILE).exists():
@@ -294,8 +292,7 @@ def run_qa(
                 break
         if judge_llm is not None and not stopped and calibrate:
             calibration = _calibration(run.folder / JUDGE_CALIBRATION, judge_llm, questions, records, calibrate,
-                                       self_judged, concurrency,
-                                       (lambda done, total: on_stage("judge calibration", done, total)) if on_stage else None)
+                                       self_judged, concurrency)
     except BaseException as exc:
         stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else redact(f"{type(exc).__name__}: {exc}")
         failing = True
@@ -324,8 +321,7 @@ def run_qa(
 
 
 def _calibration(path: Path, judge_llm: LLM, questions: Sequence[Question], records: Sequence[dict[str, Any]],
-                 limit: int, self_judged: bool, concurrency: int = 1,
-                 on_progress: OnProgress | None = None) -> dict[str, Any]:
+                 limit: int, self_judged: bool, concurrency: int = 1) -> dict[str, Any]:
     """The judge's calibration (kept in ``path``: a resumed finished run does not ask again)."""
     if path.exists():
         kept = json.loads(path.read_text(encoding="utf-8"))
@@ -333,8 +329,7 @@ def _calibration(path: Path, judge_llm: LLM, questions: Sequence[Question], reco
             return kept
     answered = [r for r in records if "error" not in r]
     result = {"limit": limit, **calibrate_judge(judge_llm, [(q.text, q.answers) for q in questions], answered,
-                                                limit=limit, self_judged=self_judged, concurrency=concurrency,
-                                                on_progress=on_progress)}
+                                                limit=limit, self_judged=self_judged, concurrency=concurrency)}
     write_json_atomic(path, result)
     return result
 
