@@ -26,7 +26,7 @@ from tandem.llm import load_llm
 from tandem.methods.base import Search
 from tandem.methods.r2ag.algorithm import embedding_backend, inject
 from tandem.methods.r2ag.former import R2Former, R2FormerConfig
-from tandem.methods.r2ag.lists import RankedList, build_lists
+from tandem.methods.r2ag.train_lists import RankedList, build_lists
 from tandem.methods.r2ag.trainer import R2AGTrainSettings
 from tandem.methods.r2ag.training import LossComputer
 from tandem.retrieve import open_retriever

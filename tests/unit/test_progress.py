@@ -4,7 +4,6 @@ lasting over its delay."""
 from __future__ import annotations
 
 import io
-import re
 import time
 from pathlib import Path
 
@@ -58,24 +57,27 @@ def test_long_work_draws_the_bar_with_what_was_reported() -> None:
 def test_a_log_file_gets_plain_lines_at_most_every_interval_and_at_the_end() -> None:
     """stderr sent to a file: no live bar (rich would draw it only when the work ends) but one line per
     task when the bar would appear, then at most every ``line_every`` seconds, and its last state."""
+    clock = [0.0]
     target, buf = _console(terminal=False)
-    with progress_bar(delay=0.05, line_every=0.3, target=target) as bar:
+    with LazyProgress(console=target, delay=0.01, line_every=30.0, get_time=lambda: clock[0]) as bar:
         report = bar.callback("answer questions")
         report(1, 40)
         deadline = time.monotonic() + 5
         while "1/40" not in buf.getvalue() and time.monotonic() < deadline:
             time.sleep(0.01)
         for i in range(2, 30):  # all within the interval: no line
+            clock[0] += 1.0
             report(i, 40)
-        time.sleep(0.35)
+        clock[0] = 31.0
         report(30, 40)
-        report(31, 40)  # stopped here (Ctrl-C, a time cap): its last state still gets a line
+        report(31, 40)  # within the interval again: no line
+        report(2_000_000, 4_000_000)  # its last state when the work stops gets a line; counts print whole
     lines = buf.getvalue().splitlines()
     assert not bar.live.is_started
-    assert [line.split(" ")[:3] for line in lines] == [["answer", "questions:", "1/40"], ["answer", "questions:", "30/40"],
-                                                        ["answer", "questions:", "31/40"]]
-    assert lines[0].endswith("elapsed, ~? left")  # no rate yet
-    assert "(75 %)" in lines[1] and re.search(r"elapsed, ~\d+:\d\d:\d\d left$", lines[1])  # the rate since then
+    assert lines[0] == "answer questions: 1/40 (2 %) 0:00:00 elapsed, ~? left"  # no rate yet
+    assert lines[1] == "answer questions: 30/40 (75 %) 0:00:31 elapsed, ~0:00:10 left"  # 29 in 31 s since then
+    assert lines[2] == "answer questions: 2000000/4000000 (50 %) 0:00:31 elapsed, ~0:00:31 left"
+    assert len(lines) == 3
 
 
 def test_slow_work_in_a_log_file_gets_its_time_left_from_its_rate_since_the_first_line() -> None:

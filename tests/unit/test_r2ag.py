@@ -226,30 +226,6 @@ def test_build_lists_labels_gold_and_sorts(docs):
     assert np.all(np.diff(ex.feats[:, 0]) <= 1e-6)
 
 
-def test_ranked_lists_are_cached_by_their_inputs(docs, tmp_path):
-    from tandem.methods.r2ag.lists import cached_lists, lists_key
-
-    qs = _questions(docs, 2)
-    store = DocStore(docs)
-    calls: list[int] = []
-
-    def build():
-        calls.append(1)
-        return tr.build_lists(qs, store, HashingEncoder(), k=5)
-
-    key = lists_key(dataset="d.jsonl", questions="0:2", k=5)
-    first = cached_lists(key, qs, store, build, root=tmp_path)
-    again = cached_lists(key, qs, store, build, root=tmp_path)
-    assert len(calls) == 1 and [x.qid for x in again] == [x.qid for x in first]
-    for a, b in zip(first, again, strict=True):
-        assert [d.id for d in a.docs] == [d.id for d in b.docs] and (a.question, a.answer) == (b.question, b.answer)
-        assert np.array_equal(a.feats, b.feats) and b.feats.dtype == a.feats.dtype and np.array_equal(a.labels, b.labels)
-    assert lists_key(dataset="d.jsonl", questions="0:2", k=6) != key
-    (tmp_path / f"{key}.json.gz").write_bytes(b"damaged")  # a file that cannot be read is built again
-    cached_lists(key, qs, store, build, root=tmp_path)
-    assert len(calls) == 2
-
-
 def test_gradients_reach_r2former_with_llm_frozen(tiny_llm, docs):
     for p in tiny_llm.model.parameters():
         p.requires_grad_(False)
@@ -265,41 +241,6 @@ def test_gradients_reach_r2former_with_llm_frozen(tiny_llm, docs):
     compute(_lists(docs, 1)[0])[0].backward()
     assert model.inp.weight.grad.abs().sum() > 0
     assert model.head.weight.grad is None or model.head.weight.grad.abs().sum() == 0
-
-
-def test_answer_loss_is_the_full_sequence_loss_on_answer_tokens(tiny_llm, docs):
-    """L_LM over the answer tokens, computed from the logits of those positions only, equals the
-    transformers loss over the whole sequence with every prompt position masked."""
-    model = _former(tiny_llm).eval()
-    compute = tr.LossComputer(tiny_llm, model, tr.R2AGTrainConfig())
-    ex = _lists(docs, 1)[0]
-    ids, positions, target = compute.tokens(ex)
-    with torch.no_grad():
-        lm, _ = compute(ex)
-        vectors, _ = model(torch.from_numpy(ex.feats)[None])
-        all_ids = torch.tensor([ids + target])
-        embeds = tr.inject(tiny_llm.embed_ids(all_ids)[0], positions, vectors[0])
-        labels = all_ids.clone()
-        labels[0, : len(ids)] = -100
-        full = tiny_llm.forward(inputs_embeds=embeds[None], labels=labels).loss
-    assert len(target) >= 2 and lm.item() == pytest.approx(full.item(), rel=1e-5)
-
-
-def test_training_reports_the_validation_loss_as_a_stage_of_its_progress(tiny_llm, docs, tmp_path):
-    seen: list[tuple[str, int, int]] = []
-
-    class OnStep:  # the command line's TrainingProgress: on_step plus stage(label)
-        def __call__(self, step, total, loss):
-            seen.append(("step", step, total))
-
-        def stage(self, label):
-            return lambda done, total: seen.append((label, done, total))
-
-    lists = _lists(docs, 2)
-    cfg = tr.R2AGTrainConfig(epochs=1, grad_accum=1, d_model=16, eval_every=2, save_every=100)
-    tr.train_r2ag(tiny_llm, lists, lists, tmp_path / "a", cfg, on_step=OnStep())
-    assert seen == [("validation loss before", 1, 2), ("validation loss before", 2, 2), ("step", 1, 2),
-                    ("step", 2, 2), ("validation loss at step 2", 1, 2), ("validation loss at step 2", 2, 2)]
 
 
 def test_train_checkpoint_resume_matches_uninterrupted_run(tiny_llm, docs, tmp_path):

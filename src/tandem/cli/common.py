@@ -56,6 +56,10 @@ BAR_DELAY_S = 1.0
 LINE_EVERY_S = 30.0
 
 
+def _count(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:.1f}"
+
+
 def _clock(seconds: float | None) -> str:
     if seconds is None:
         return "?"
@@ -66,7 +70,7 @@ def _clock(seconds: float | None) -> str:
 class LazyProgress(Progress):
     """A rich ``Progress`` that appears only once its ``with`` block has run ``delay`` seconds: short
     work prints nothing. Tasks and updates before then are kept and shown when it appears. Where the
-    console is no terminal (output sent to a log file, where a live bar would only show at the end), each
+    console is no interactive terminal (output sent to a log file, where a live bar would only show at the end), each
     task is a plain line instead - ``label: done/total (pct) elapsed, ~left`` - at most every ``line_every``
     seconds, and when it completes."""
 
@@ -85,7 +89,7 @@ class LazyProgress(Progress):
         with self._guard:
             if self._closed:
                 return
-            if self.console.is_terminal:
+            if self.console.is_interactive:  # a terminal that redraws (not TERM=dumb)
                 self.start()
                 return
             self._plain = True
@@ -118,12 +122,12 @@ class LazyProgress(Progress):
                 return
             self._lines[task_id] = (now, task.completed)
             t0, c0 = self._since.setdefault(task_id, (now, task.completed))
-        total = f"/{task.total:g} ({task.percentage:.0f} %)" if task.total else ""
+        total = f"/{_count(task.total)} ({task.percentage:.0f} %)" if task.total else ""
         # the rate since its first line: rich's estimate looks at the last 30 s only, empty for slow work
         rate = (task.completed - c0) / (now - t0) if task.completed > c0 and now > t0 else None
         remaining = (task.total - task.completed) / rate if rate and task.total else None
         left = "" if done or not task.total else f", ~{_clock(remaining)} left"
-        self.console.out(f"{task.description}: {task.completed:g}{total} {_clock(task.elapsed)} elapsed{left}",
+        self.console.out(f"{task.description}: {_count(task.completed)}{total} {_clock(task.elapsed)} elapsed{left}",
                          highlight=False)
 
     def __enter__(self) -> Self:

@@ -39,8 +39,8 @@ from tandem.methods.r2ag.former import (
     relevance_loss,
     save_checkpoint,
 )
-from tandem.methods.r2ag.lists import RankedList, build_lists, cached_lists, files_identity, lists_key
 from tandem.methods.r2ag.prompts import build_prompt, choose_placeholder
+from tandem.methods.r2ag.train_lists import RankedList, build_lists, cached_lists, files_identity, lists_key
 from tandem.methods.r2ag.trainer import R2AGTrainRun, R2AGTrainSettings
 from tandem.train.specs import backend_options
 from tandem.types import OnProgress
@@ -75,7 +75,8 @@ class LossComputer:
             # logits only where they predict an answer token: the LM head over a 150k vocabulary at every
             # prompt position was ~20 % of a training example's time on the 1.5B (the loss is the same)
             out = self.llm.forward(inputs_embeds=embeds[None], output_hidden_states=False, logits_to_keep=len(target) + 1)
-            lm = torch.nn.functional.cross_entropy(out.logits[0, :-1].float(), torch.tensor(target))
+            scored = out.logits[0, -(len(target) + 1):-1].float()
+            lm = torch.nn.functional.cross_entropy(scored, torch.tensor(target, device=scored.device))
         else:
             labels = all_ids.clone()
             labels[0, positions] = -100  # a placeholder is a vector, not a token to predict
@@ -276,7 +277,9 @@ def run_training(spec: R2AGTrainRun, out: Path, on_step: Callable[[int, int, flo
     stage = getattr(on_step, "stage", None)  # the command line's bar (TrainingProgress): the lists take minutes
     lists = {}
     for name, part, qs in (("train", spec.train_questions, train_qs), ("val", spec.val_questions, val_qs)):
-        key = lists_key(dataset=files_identity(spec.dataset), questions=part, k=config.k, encoder=spec.encoder,
+        key = lists_key(dataset=files_identity(spec.dataset), questions=part, k=config.k,
+                        encoder=[spec.encoder, type(encoder).__name__,
+                                 files_identity(spec.encoder) if Path(spec.encoder).exists() else None],
                         index=files_identity(spec.index) if spec.index is not None else None,
                         drop=list(config.drop_features), gamma_first=config.gamma_first)
         lists[name] = cached_lists(key, qs, store, lambda qs=qs, name=name: build_lists(

@@ -4,8 +4,9 @@ of methods.md §2.2 and gold labels), and a cache of them.
 Building the lists of a 1,000-question training run reads each question's documents, retrieves its
 distractors and encodes all of them: ~10-25 minutes on a 2-core CPU, paid again each time a long training
 run resumes. :func:`cached_lists` keeps them under tandem's cache root (``r2ag-lists/``), keyed by everything
-they are made from (the dataset and index files' sizes and times, the questions, k, features, encoder); a
-cache file that cannot be read is built again.
+they are made from (the dataset and index files' sizes and times, the questions, k, features, the encoder,
+the code that ranks and featurizes); a cache file that cannot be read is built again. (Named ``train_*`` so
+that it is not part of R²AG's answering code: :data:`tandem.eval.codecheck.TRAINING`.)
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +31,8 @@ from tandem.methods.r2ag.algorithm import rank_and_featurize
 from tandem.model_files import cache_root
 from tandem.types import Document, OnProgress, Question
 
-LISTS_VERSION = 1  # raise when build_lists changes what it makes
+LISTS_VERSION = 1  # raise when what the lists are made of changes outside CODE_FILES
+CODE_FILES = ("train_lists.py", "algorithm.py", "former.py")  # rank, featurize, label: in the cache key
 
 
 @dataclass
@@ -81,8 +84,11 @@ def files_identity(path: str | Path) -> list[Any]:
 
 
 def lists_key(**inputs: Any) -> str:
-    """The cache key of the ranked lists made from ``inputs`` (JSON-serialisable)."""
-    raw = json.dumps({"version": LISTS_VERSION, **inputs}, sort_keys=True, default=str)
+    """The cache key of the ranked lists made from ``inputs`` (JSON-serialisable) by this code: the files
+    that rank and featurize them are part of the key, so a change there builds the lists again."""
+    here = Path(__file__).parent
+    code = hashlib.sha256(b"".join((here / name).read_bytes() for name in CODE_FILES)).hexdigest()[:16]
+    raw = json.dumps({"version": LISTS_VERSION, "code": code, **inputs}, sort_keys=True, default=str)
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:24]
 
 
@@ -98,7 +104,7 @@ def cached_lists(key: str, questions: Sequence[Question], store: DocStore,
         return [RankedList(r["qid"], by_id[r["qid"]].text, r["answer"], [store.get(d) for d in r["ids"]],
                            np.asarray(r["feats"], dtype=np.float32), np.asarray(r["labels"], dtype=np.float32))
                 for r in rows]
-    except (OSError, EOFError, ValueError, KeyError, TypeError):
+    except (OSError, EOFError, zlib.error, ValueError, KeyError, TypeError):
         pass  # no cache yet, or one that cannot be read: build the lists
     lists = build()
     rows = [{"qid": x.qid, "answer": x.answer, "ids": [d.id for d in x.docs], "feats": x.feats.tolist(),
