@@ -65,8 +65,12 @@ def test_the_cache_key_follows_the_files_the_lists_are_made_from(tmp_path):
     before = lists_key(index=files_identity(index), k=5)
     (index / ".lock").write_text("12")  # a hidden file (lock, marker) is not the index's content
     assert lists_key(index=files_identity(index), k=5) == before
-    (index / "docs.jsonl").write_text("ab")
+    (index / "docs.jsonl").write_text("b")  # same size, other content
     assert lists_key(index=files_identity(index), k=5) != before
+    moved = tmp_path / "elsewhere"
+    index.rename(moved)
+    (moved / "docs.jsonl").write_text("a")  # the same files at another path, written again (new mtime)
+    assert lists_key(index=files_identity(moved), k=5) == before
 
 
 def test_answer_loss_is_the_full_sequence_loss_on_answer_tokens(tiny_llm, docs):

@@ -75,12 +75,17 @@ def build_lists(questions: Sequence[Question], store: DocStore, encoder: Encoder
 
 
 def files_identity(path: str | Path) -> list[Any]:
-    """A file's or folder's identity for a cache key: its resolved path, and each file's name, size and
-    modification time (a folder's hidden files, such as its lock and marker, left out)."""
+    """A file's or folder's identity for a cache key: each file's name, size and SHA-256 of its content (a
+    folder's hidden files, such as its lock and marker, left out). Content, not modification times: a data
+    folder mounted or copied afresh keeps its identity, and the same files at another path do too."""
     p = Path(path).resolve()
     files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
-    return [str(p), *([str(f.relative_to(p) if f != p else f.name), f.stat().st_size, f.stat().st_mtime_ns]
-                      for f in files)]
+    identity: list[Any] = []
+    for f in files:
+        with f.open("rb") as fh:
+            digest = hashlib.file_digest(fh, "sha256").hexdigest()
+        identity.append([f.name if f == p else str(f.relative_to(p)), f.stat().st_size, digest])
+    return identity
 
 
 def lists_key(**inputs: Any) -> str:
