@@ -40,11 +40,16 @@ def test_ctrl_c_during_index_exits_130_and_leaves_no_index(tmp_path):
 
 
 def test_ctrl_c_mid_encode_then_the_same_command_resumes_to_a_sound_index(tmp_path):
-    data, out = shared("hotpotqa/dev500.jsonl"), tmp_path / "idx"
+    data = tmp_path / "dev100.jsonl"  # dev500's first 100 questions: ~1,000 passages, five shards of 200
+    data.write_text("".join(shared("hotpotqa/dev500.jsonl").read_text(encoding="utf-8").splitlines(True)[:100]),
+                    encoding="utf-8")
+    build = tmp_path / "build"
+    build.mkdir()
+    out = build / "idx"
     command = [sys.executable, "-m", "tandem.cli", "index", "--dataset", str(data), "--kind", "hybrid",
-               "--shard-size", "500", "--out", str(out)]
+               "--shard-size", "200", "--out", str(out)]
     proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, cwd=ROOT, preexec_fn=sigint_default)
-    progress = tmp_path / ".idx.work" / "progress.json"
+    progress = build / ".idx.work" / "progress.json"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and not (progress.exists() and json.loads(progress.read_text())["shards"]):
         time.sleep(0.1)
@@ -53,7 +58,7 @@ def test_ctrl_c_mid_encode_then_the_same_command_resumes_to_a_sound_index(tmp_pa
     assert proc.returncode == 130, err
     pool = int(re.search(r"pool of (\d+) passages", err).group(1))
     finished = len(json.loads(progress.read_text())["shards"])
-    assert 1 <= finished < -(-pool // 500), "the signal did not land mid-encode"
+    assert 1 <= finished < -(-pool // 200), "the signal did not land mid-encode"
     resumed = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert resumed.returncode == 0, resumed.stderr
     assert f"indexed {pool} passages" in resumed.stdout + resumed.stderr
@@ -61,4 +66,4 @@ def test_ctrl_c_mid_encode_then_the_same_command_resumes_to_a_sound_index(tmp_pa
                             capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert verify.returncode == 0, verify.stderr
     assert json.loads(verify.stdout)["documents"] == pool
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx"]  # work folder gone once finished
+    assert sorted(p.name for p in build.iterdir()) == ["idx"]  # work folder gone once finished
