@@ -10,6 +10,7 @@
 # DATA=FILE another question set (default dev500), INDEX=DIR an index of it with the rala extra (default:
 # built at OUT/index). Runs resume where they stopped; the table ends with each method minus NativeRAG and
 # DualRAG minus IRCoT (paired 95 % intervals over the questions both answered), where those runs are there.
+# Each run's folder is first seeded with the judge replies of the runs before it (benchmarks/seed_judge.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .venv/bin/activate
@@ -29,6 +30,8 @@ for m in "${METHODS[@]}"; do
     extra=(--r2former "$R2FORMER")
   fi
   for opt in ${LLM_OPTS:-}; do extra+=(--llm-opt "$opt"); done
+  # the judge's calibration asks every run the same pairs: the earlier runs' replies are read, not computed
+  [ ${#runs[@]} -eq 0 ] || python benchmarks/seed_judge.py "$OUT/$m" "${runs[@]}"
   tandem eval qa --preset paper --method "$m" --dataset "$DATA" --index "$INDEX" --retriever dense \
     --limit "$N" --concurrency "${CONCURRENCY:-1}" --out "$OUT/$m" "${extra[@]}"
   runs+=("$OUT/$m")

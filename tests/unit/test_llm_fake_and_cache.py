@@ -18,6 +18,7 @@ from tandem.llm import (
     LLMResponse,
     Message,
     cache_key,
+    copy_responses,
     load_llm,
     parse_spec,
     split_model_url,
@@ -224,3 +225,21 @@ def test_llm_threads_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
             configure_threads(None)
     finally:
         torch.set_num_threads(before)
+
+
+def test_copy_responses_seeds_another_cache_with_the_matching_requests_only(tmp_path: Path) -> None:
+    src = CachedLLM(FakeLLM(rules=[("judge", "Yes"), ("answer", "Paris")]), tmp_path / "a" / "cache.sqlite")
+    src.complete(LLMRequest.from_prompt("judge this: Paris"))
+    src.complete(LLMRequest.from_prompt("answer this"))
+    src.close()
+    dst = tmp_path / "b" / "cache.sqlite"
+    dst.parent.mkdir()
+    assert copy_responses(tmp_path / "a" / "cache.sqlite", dst, "judge this") == 1
+    assert copy_responses(tmp_path / "a" / "cache.sqlite", dst, "judge this") == 0  # already there: kept
+    seeded = CachedLLM(FakeLLM(default="computed"), dst)
+    assert seeded.complete(LLMRequest.from_prompt("judge this: Paris")).text == "Yes"  # read, not computed
+    assert seeded.complete(LLMRequest.from_prompt("answer this")).text == "computed"  # not copied
+    assert (seeded.hits, seeded.misses) == (1, 1)
+    seeded.close()
+    with pytest.raises(FileNotFoundError, match="no response cache"):
+        copy_responses(tmp_path / "missing.sqlite", dst, "judge")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 import pytest
 from tests.conftest import benchmark_script
@@ -25,10 +26,12 @@ from tandem.eval.judge import (
 )
 from tandem.eval.runner import run_qa
 from tandem.index import build_index, open_index
+from tandem.llm import CachedLLM
 from tandem.methods import Search
 from tandem.methods.parts import identity_rerank
 from tandem.methods.presets import preset
 from tandem.methods.settings import RerankSettings
+from tandem.outdir import claim_dir
 from tandem.rerank import BiEncoderReranker
 from tandem.retrieve import open_retriever
 from tandem.testing.encoders import HashingEncoder
@@ -179,6 +182,27 @@ def test_paper_table_prints_intervals_and_flags_the_judge(tmp_path):
     assert paired.startswith("| `direct` - `naive_rag` | 3 | 0.667 | 0.333 | +0.333 [")  # "Marie Curie" vs "nobody"
     with pytest.raises(SystemExit, match="no run of method"):
         script.main([*runs, "--pair", "dualrag:ircot"])
+
+
+def test_a_run_seeded_with_an_earlier_runs_judge_replies_asks_its_judge_nothing_again(tmp_path, monkeypatch):
+    a, b = tmp_path / "a", tmp_path / "b"
+
+    def run(folder, judge):
+        claim_dir(folder, "qa-run")  # as tandem eval qa does, before its cache opens
+        method = build_method("direct", CachedLLM(FakeLLM(default="Paris"), folder / "llm-cache.sqlite"))
+        run_qa(method, QUESTIONS, folder, {"method": "direct", "dataset": "d.jsonl"},
+               judge_llm=CachedLLM(judge, folder / "llm-cache.sqlite"), calibrate=4)
+
+    run(a, FakeLLM(default=_judge_by_truth))
+    monkeypatch.setattr(sys, "argv", ["seed_judge.py", str(b), str(a), str(tmp_path / "no-run")])
+    benchmark_script("seed_judge").main()
+    answers = FakeLLM(default="Paris")  # the method's own replies were not copied
+    build_method("direct", CachedLLM(answers, b / "llm-cache.sqlite")).answer(QUESTIONS[0])
+    assert len(answers.calls) == 1
+    judge = FakeLLM(default=_judge_by_truth)
+    run(b, judge)
+    assert judge.calls == []  # the calibration's pairs and the same answers' verdicts: all read
+    assert json.loads((b / "metrics.json").read_text())["judge_calibration"]["accuracy"] == 1.0
 
 
 def test_a_folder_from_before_reanswer_prompt_resumes_under_the_brief_prompt(tmp_path):

@@ -16,7 +16,7 @@ from tandem.llm.base import (
     truncate_at_stop,
     with_json_instruction,
 )
-from tandem.llm.cache import CachedLLM, cache_key
+from tandem.llm.cache import CachedLLM, cache_key, copy_responses
 from tandem.llm.jsonparse import parse_json, validate
 from tandem.llm.openai_compat import OpenAILLM
 
@@ -28,6 +28,7 @@ __all__ = [
     "Message",
     "OpenAILLM",
     "cache_key",
+    "copy_responses",
     "load_llm",
     "parse_json",
     "parse_spec",

@@ -45,6 +45,27 @@ def cache_key(backend: str, model: str, req: LLMRequest, *, constrained: bool = 
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def copy_responses(src: str | Path, dst: str | Path, contains: str) -> int:
+    """Copy into the cache at ``dst`` (created if absent) the responses of the cache at ``src`` whose
+    request text contains ``contains``; rows ``dst`` already holds are kept. Returns the rows added.
+    A run asks again what another run of the same LLM asked (a judge's calibration pairs, for one): seeded
+    with those replies, it computes only what is new to it. Only the same backend and model can hit them."""
+    if not Path(src).is_file():
+        raise FileNotFoundError(f"no response cache at {src}")
+    conn = sqlite3.connect(dst, timeout=30.0)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(_SCHEMA)
+        conn.execute("ATTACH DATABASE ? AS src", (str(src),))
+        with conn:
+            cur = conn.execute("INSERT OR IGNORE INTO responses SELECT * FROM src.responses WHERE instr(request, ?) > 0",
+                               (contains,))
+        conn.execute("DETACH DATABASE src")
+        return cur.rowcount
+    finally:
+        conn.close()
+
+
 class CachedLLM:
     """Wraps any LLM; answers repeated deterministic requests from SQLite (``cached=True``).
 
