@@ -35,13 +35,17 @@ def main() -> None:
     args = parser.parse_args()
     try:
         out = claim_dir(args.out, "qa-run")
-        for run in args.runs:
-            if run.resolve() == out.resolve() or not (run / CACHE).is_file():
-                continue
-            added = copy_responses(run / CACHE, out / CACHE, MARK)
-            print(f"{out}: {added} judge replies from {run}")
-    except (ConfigError, OSError, sqlite3.Error) as exc:
+    except (ConfigError, OSError) as exc:
         sys.exit(f"seed_judge: {exc}")
+    for run in args.runs:
+        if run.resolve() == out.resolve() or not (run / CACHE).is_file():
+            continue
+        try:
+            added = copy_responses(run / CACHE, out / CACHE, MARK)
+        except (OSError, sqlite3.Error) as exc:  # a damaged cache seeds nothing; the run computes those replies
+            print(f"seed_judge: {run / CACHE} or {out / CACHE} not read: {exc}; skipped", file=sys.stderr)
+            continue
+        print(f"{out}: {added} judge replies from {run}")
 
 
 if __name__ == "__main__":

@@ -184,7 +184,7 @@ def test_paper_table_prints_intervals_and_flags_the_judge(tmp_path):
         script.main([*runs, "--pair", "dualrag:ircot"])
 
 
-def test_a_run_seeded_with_an_earlier_runs_judge_replies_asks_its_judge_nothing_again(tmp_path, monkeypatch):
+def test_a_run_seeded_with_an_earlier_runs_judge_replies_asks_its_judge_nothing_again(tmp_path, monkeypatch, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
 
     def run(folder, judge):
@@ -194,8 +194,12 @@ def test_a_run_seeded_with_an_earlier_runs_judge_replies_asks_its_judge_nothing_
                judge_llm=CachedLLM(judge, folder / "llm-cache.sqlite"), calibrate=4)
 
     run(a, FakeLLM(default=_judge_by_truth))
-    monkeypatch.setattr(sys, "argv", ["seed_judge.py", str(b), str(a), str(tmp_path / "no-run")])
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / "llm-cache.sqlite").write_text("not a database")
+    monkeypatch.setattr(sys, "argv", ["seed_judge.py", str(b), str(damaged), str(a), str(tmp_path / "no-run")])
     benchmark_script("seed_judge").main()
+    assert f"{damaged / 'llm-cache.sqlite'} or " in capsys.readouterr().err  # named, skipped, the rest seeded
     answers = FakeLLM(default="Paris")  # the method's own replies were not copied
     build_method("direct", CachedLLM(answers, b / "llm-cache.sqlite")).answer(QUESTIONS[0])
     assert len(answers.calls) == 1
