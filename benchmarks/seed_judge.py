@@ -20,10 +20,10 @@ from pathlib import Path
 
 from tandem.errors import ConfigError
 from tandem.eval.judge import JUDGE_PROMPT
+from tandem.eval.run import RESPONSE_CACHE as CACHE
 from tandem.llm import copy_responses
 from tandem.outdir import claim_dir
 
-CACHE = "llm-cache.sqlite"  # a run folder's response cache (tandem.eval.run)
 # the judge prompt's fixed question: in every judge request, in no other role's
 MARK = JUDGE_PROMPT.split("\n\n", 1)[1].split("?", 1)[0] + "?"
 

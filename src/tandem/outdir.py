@@ -107,7 +107,7 @@ def add_file(folder: str | Path, name: str, text: str) -> Path:
     if marker is not None and "written" in marker:
         files = marker.get("files")
         if files is not None:
-            files = {**files, name: _file_record(path / name)}
+            files = {**files, name: file_record(path / name)}
         write_marker(path, marker["kind"], sorted({*marker["written"], name}), files)
     return path / name
 
@@ -116,7 +116,7 @@ def add_file(folder: str | Path, name: str, text: str) -> Path:
 UNHASHED = ("qdrant/",)
 
 
-def _file_record(path: Path) -> list[Any]:
+def file_record(path: Path) -> list[Any]:
     """[size, sha256] of a file."""
     with open(path, "rb") as handle:
         return [os.fstat(handle.fileno()).st_size, hashlib.file_digest(handle, "sha256").hexdigest()]
@@ -125,7 +125,7 @@ def _file_record(path: Path) -> list[Any]:
 def file_records(folder: Path) -> dict[str, list[Any]]:
     """relative path -> [size in bytes, sha256] of every file under ``folder`` (the marker and the
     files of :data:`UNHASHED` excluded)."""
-    return {rel: _file_record(folder / rel) for rel in tree(folder)
+    return {rel: file_record(folder / rel) for rel in tree(folder)
             if (folder / rel).is_file() and not rel.startswith(UNHASHED)}
 
 
@@ -148,7 +148,7 @@ def damaged_files(folder: str | Path, *, deep: bool = False) -> list[tuple[str, 
             problems.append((rel, f"is {actual} bytes, {size} were written"))
         elif deep:
             try:
-                same = _file_record(file)[1] == digest
+                same = file_record(file)[1] == digest
             except OSError as exc:
                 problems.append((rel, f"cannot be read ({exc.strerror})"))
                 continue

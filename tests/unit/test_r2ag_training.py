@@ -10,6 +10,7 @@ from tandem.index.store import DocStore
 from tandem.methods.r2ag import training as tr
 from tandem.methods.r2ag.former import R2Former, R2FormerConfig
 from tandem.methods.r2ag.train_lists import cached_lists, files_identity, lists_key
+from tandem.outdir import MARKER
 from tandem.testing.encoders import HashingEncoder
 from tandem.types import Document, Question
 
@@ -61,9 +62,9 @@ def test_the_cache_key_follows_the_files_the_lists_are_made_from(tmp_path):
     index = tmp_path / "index"
     index.mkdir()
     (index / "docs.jsonl").write_text("a")
-    (index / ".lock").write_text("1")
+    (index / MARKER).write_text("1")
     before = lists_key(index=files_identity(index), k=5)
-    (index / ".lock").write_text("12")  # a hidden file (lock, marker) is not the index's content
+    (index / MARKER).write_text("12")  # the marker (it records the files) is not the index's content
     assert lists_key(index=files_identity(index), k=5) == before
     (index / "docs.jsonl").write_text("b")  # same size, other content
     assert lists_key(index=files_identity(index), k=5) != before

@@ -15,6 +15,7 @@ from tandem.outdir import owned_output
 from tandem.secrets import redact
 
 OnRecord = Callable[[dict[str, Any], dict[str, Any]], None]
+RESPONSE_CACHE = "llm-cache.sqlite"  # a run folder's response cache (tandem.llm.cache.CachedLLM)
 
 
 def build_run(cfg: RunConfig, cache: Path | None = None, passages: list | None = None) -> tuple[Method, Any, Any]:
@@ -58,7 +59,7 @@ def evaluate(config: RunConfig | Mapping[str, Any] | str | Path, out: str | Path
         ds = dataset if dataset is not None else load_dataset(Path(str(cfg.dataset)), format=cfg.format,
                                                               skip_bad=skip_bad)
         questions = cfg.select(ds.questions)
-        cache_path = out / "llm-cache.sqlite" if cfg.cache else None
+        cache_path = out / RESPONSE_CACHE if cfg.cache else None
         RunDir(out, "qa-run")
         method, main_llm, _ = build_run(cfg, cache_path, ds.passages)
         judge = cfg.judge

@@ -29,6 +29,7 @@ from tandem.io import atomic_open
 from tandem.methods.base import Search
 from tandem.methods.r2ag.algorithm import rank_and_featurize
 from tandem.model_files import cache_root
+from tandem.outdir import file_record, file_records
 from tandem.types import Document, OnProgress, Question
 
 LISTS_VERSION = 1  # raise when what the lists are made of changes outside CODE_FILES
@@ -75,17 +76,13 @@ def build_lists(questions: Sequence[Question], store: DocStore, encoder: Encoder
 
 
 def files_identity(path: str | Path) -> list[Any]:
-    """A file's or folder's identity for a cache key: each file's name, size and SHA-256 of its content (a
-    folder's hidden files, such as its lock and marker, left out). Content, not modification times: a data
-    folder mounted or copied afresh keeps its identity, and the same files at another path do too."""
+    """A file's or folder's identity for a cache key: each file's name, size and SHA-256 of its content
+    (:func:`tandem.outdir.file_records`; a folder's marker left out). Content, not modification times: a
+    data folder mounted or copied afresh keeps its identity, and the same files at another path do too."""
     p = Path(path).resolve()
-    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file() and not f.name.startswith("."))
-    identity: list[Any] = []
-    for f in files:
-        with f.open("rb") as fh:
-            digest = hashlib.file_digest(fh, "sha256").hexdigest()
-        identity.append([f.name if f == p else str(f.relative_to(p)), f.stat().st_size, digest])
-    return identity
+    if p.is_file():
+        return [[p.name, *file_record(p)]]
+    return [[rel, *record] for rel, record in file_records(p).items()]
 
 
 def lists_key(**inputs: Any) -> str:
