@@ -6,7 +6,7 @@
 Each call sends a NativeRAG-style prompt of five dev500 passages (a different passage order and a leading
 request number each call, so no prefix cache helps past the chat template's opening). Prefill: a call with
 ``max_tokens=1``; decode: (64-token call - prefill call) over the 63 tokens after the first. Prints one
-JSON line a measurement (with the load average) and a table of medians; docs/llm.md quotes it.
+JSON line a measurement (with the load average) and a table of medians; docs/models.md quotes it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     python benchmarks/llm_threads.py 1 && python benchmarks/llm_threads.py 2
 
 A ~600-token prompt (fresh prefix: no cache hit) and 64 decoded tokens; prints the load average too,
-since on a busy machine the best thread count is not the number of cores (docs/llm.md, Threads).
+since on a busy machine the best thread count is not the number of cores (docs/openvino.md, Threads).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Paired comparison of two QA run folders over the questions both answered: the mean of A - B for EM, F1
 and cover-acc with its 95 % bootstrap interval (scipy.stats.bootstrap, percentile, 2,000 resamples, seed 0),
-and how many answers are identical. This is the check behind the answers rule of docs/llm.md: a faster
+and how many answers are identical. This is the check behind the answers rule of docs/models.md: a faster
 setting A may become a default where the lower end of its F1 (and EM) interval against the f32 path B is
 at least -0.02 on 200 or more questions.
 

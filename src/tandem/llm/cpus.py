@@ -13,7 +13,7 @@ def idle_cpus(window_s: float = 0.3, stat: str = "/proc/stat") -> int:
     """Threads for the engine when none are asked for: the CPUs this process may use, less what other
     processes keep busy right now (:func:`busy_cpus` over ``window_s``; the 1-minute load average where
     ``/proc/stat`` cannot be read), at least 1. On a saturated 2-core machine one thread decoded as fast
-    as two or faster (docs/llm.md): threads that wait for a descheduled sibling at every layer lose
+    as two or faster (docs/openvino.md): threads that wait for a descheduled sibling at every layer lose
     more than the second core gives. The load average is not used first because it trails by a
     minute: right after a run it still counts the run's own cores as busy."""
     cpus = available_cpus()

@@ -2,7 +2,7 @@
 
 The openvino engine's grammar matcher (the xgrammar inside openvino-genai) masks a token about as
 fast as an unconstrained step inside an unbounded string or a repeat of span up to ~100, but takes
-two to three times a step inside a longer bounded repeat, however the repeat is split (docs/llm.md).
+two to three times a step inside a longer bounded repeat, however the repeat is split (docs/openvino.md, "Long repeats are split").
 So for a greedy request whose schema has strings longer than :data:`LONG_STRING` the engine
 (:class:`tandem.llm.ov_engine.OVLLM`, option ``relax_strings``):
 

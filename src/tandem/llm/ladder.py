@@ -9,7 +9,7 @@ damaged or substituted part is caught before a model is built from it:
     <cache root>/models/gguf/<name>-<sha256[:12]>.gguf
 
 ``tandem llms`` lists the ladder with its sizes, memory and measured speed (:data:`LADDER`); ``tandem
-llm get NAME`` installs one. Where each model comes from and its licence: docs/llm.md, "The model ladder".
+llm get NAME`` installs one. Where each model comes from and its licence: docs/models.md, "The model ladder".
 """
 
 from __future__ import annotations
@@ -53,11 +53,11 @@ class LadderModel(BaseModel):
     size: int  # bytes of the assembled GGUF
     quantization: str
     licence: str
-    memory: str  # engine's resident memory, measured (docs/llm.md)
-    speed: str  # measured NativeRAG seconds a question (docs/llm.md)
+    memory: str  # engine's resident memory, measured (docs/models.md)
+    speed: str  # measured NativeRAG seconds a question (docs/models.md)
     #: the answer prompt's style this model was checked with (tandem.methods.answers.brief_answer_messages)
     answer_style: str = "instruction"
-    #: a compute precision faster than f32 whose answers passed the answers rule on this model (docs/llm.md,
+    #: a compute precision faster than f32 whose answers passed the answers rule on this model (docs/models.md,
     #: "Faster arithmetic"): the OpenVINO engine computes in it where the CPU has it natively
     fast_dtype: str | None = None
 
@@ -90,7 +90,7 @@ LADDER: dict[str, LadderModel] = {m.name: m for m in (
                 fast_dtype="bfloat16"),
 )}
 _BY_ALIAS = {alias: m.name for m in LADDER.values() for alias in (m.name, *m.aliases)}
-#: the model ``local`` means when none is named: the rule that picks it is in docs/llm.md ("Which model
+#: the model ``local`` means when none is named: the rule that picks it is in docs/models.md ("Which model
 #: ``local`` runs by default")
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 #: names another model for a plain ``local`` (a ladder name or a GGUF path); scripts/test.sh sets it to

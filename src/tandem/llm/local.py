@@ -22,7 +22,7 @@ into it (``weights="q4_1"``, :mod:`tandem.llm.ov_gguf`):
 transformers path (:class:`HFLLM`, ``engine="torch"``) with a warning. With its defaults
 (:data:`OPENVINO_DEFAULTS`: q4_1 weights, f32 compute and KV cache) the OpenVINO engine's greedy answers
 are the torch path's on 49 of 50 held-out NativeRAG questions, and it prefills, decodes and batches
-concurrent requests faster (docs/llm.md).
+concurrent requests faster (docs/openvino.md).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ FROM_GGUF = "q4_1"
 NATIVE = "gguf"
 #: the openvino engine's settings unless given: the GGUF's own weights, f32 compute and KV cache, no dynamic
 #: quantization of activations - greedy answers identical to the torch (fp32) path on 49 of 50 held-out
-#: NativeRAG questions (docs/llm.md); ``dtype=bfloat16`` (KV cache then ``u8``) trades that for speed, and is
+#: NativeRAG questions (docs/openvino.md); ``dtype=bfloat16`` (KV cache then ``u8``) trades that for speed, and is
 #: the default on a ladder model whose ``fast_dtype`` says it passed the answers rule (:func:`default_dtype`)
 OPENVINO_DEFAULTS: dict[str, Any] = {"weights": FROM_GGUF, "dtype": "float32", "kv_cache": "float32",
                                      "dynamic_quantization": 0}
@@ -312,7 +312,7 @@ NATIVE_CAPABILITY = {"bfloat16": "BF16", "float16": "FP16"}
 
 def default_dtype(model: str) -> str:
     """The OpenVINO engine's compute precision when none is asked for: the ladder model's ``fast_dtype`` (a
-    precision that passed the answers rule on it, docs/llm.md) where the CPU computes it natively (AVX-512
+    precision that passed the answers rule on it, docs/models.md) where the CPU computes it natively (AVX-512
     BF16 and AMX machines list BF16, AVX2-only ones do not), else float32, the f32 path's answers."""
     entry = find(model)
     fast = entry.fast_dtype if entry else None

@@ -108,7 +108,7 @@ class OVLLM:
             ``tandem serve`` and ``tandem mcp`` ask for): openvino-genai holds the GIL through each step,
             so on a thread of this process (the default) every other thread waits for up to a step;
             there, the caller's work no longer shares the cores with the engine's steps, which gave
-            the higher throughput of the two with many questions at once (docs/llm.md).
+            the higher throughput of the two with many questions at once (docs/openvino.md).
 
     Attributes:
         tokenizer: the transformers tokenizer; ``eos_token_ids``: ids that end generation;

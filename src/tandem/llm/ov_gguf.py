@@ -171,7 +171,7 @@ _SAVE_IR = "import sys, openvino_genai as g; g.LLMPipeline(sys.argv[1], 'CPU', e
 def save_native_ir(gguf: Path, out: Path, timeout: float) -> None:
     """OpenVINO GenAI reads ``gguf`` itself (its quantised blocks as they are) and saves the model as
     OpenVINO IR into the folder ``out``, in a child process: the read peaks at about three times the
-    file's size (3.7 GB for the 1.5B), and loading the IR afterwards needs far less (docs/llm.md). Raises
+    file's size (3.7 GB for the 1.5B), and loading the IR afterwards needs far less (docs/models.md). Raises
     :class:`LLMError` with OpenVINO's last line where it cannot read the file (a quantisation or an
     architecture its reader lacks)."""
     import subprocess

@@ -1,7 +1,7 @@
 """The OpenVINO engine's process seen from :class:`tandem.llm.ov_engine.OVLLM`: ``python -m
 tandem.llm.ov_worker`` started on one end of a socket pair (or the same loop on a thread, over a pipe), its
 replies read on a thread of their own, and watched: a process that computes nothing for
-:data:`STALL_S` seconds while requests wait for it is ended (docs/llm.md, "A known fault")."""
+:data:`STALL_S` seconds while requests wait for it is ended (docs/openvino.md, "A known fault")."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ class EngineProcess:
                 spent, since = times.user + times.system, now
             elif now - since >= stall_s:
                 self.stalled = (f"the engine computed nothing for {now - since:.0f} s while {count} requests "
-                                "waited (a stalled OpenVINO GenAI step, docs/llm.md \"A known fault\"), so it was "
+                                "waited (a stalled OpenVINO GenAI step, docs/openvino.md \"A known fault\"), so it was "
                                 "ended")
                 log.error("%s: %s; the next request starts a new engine", self.spec, self.stalled)
                 self.kill()

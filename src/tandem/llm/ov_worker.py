@@ -4,7 +4,7 @@
 socket (``multiprocessing.connection`` messages). Why a process and not a thread: openvino-genai's Python
 binding holds the GIL for the whole of ``step()`` (a model run of up to ``step_tokens`` tokens, seconds
 on a 2-core CPU), so an engine thread would stop every other thread of the caller - the server's
-handlers, the eval runner's retrieval - at each step (docs/llm.md, "The engine's process").
+handlers, the eval runner's retrieval - at each step (docs/openvino.md, "The engine's process").
 
 The loop, per iteration: admit the requests that arrived (without waiting while some run), run one
 engine step, follow relaxed replies (:mod:`tandem.llm.json_grammar`: a greedy reply decoded without its
@@ -184,7 +184,7 @@ class WorkerEngine:
         """Accept ``token`` into the job's text: True where it completes one of the job's stop strings.
 
         Stop strings are looked for here rather than by OpenVINO GenAI's sampler, whose matching decodes
-        on a thread pool and was seen to hang a step for good (docs/llm.md, "A known fault")."""
+        on a thread pool and was seen to hang a step for good (docs/openvino.md, "A known fault")."""
         piece = self._piece(token)
         job.text += piece
         return any(stop in job.text[-(len(stop) + len(piece)):] for stop in job.stops)

@@ -261,7 +261,7 @@ _UNBOUNDED = re.compile(r"\{(0|1), -1\}")
 _BOUNDED = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\{(\d+), (\d+)\}")
 #: Longest span (n - m) of a repeat left as ``X{m, n}``; longer ones are split into chunks. In
 #: openvino-genai 2026.4 the cost of a token mask grows steeply with the span of the repeat the parser
-#: is in: a string of maxLength 380 took ~2.5 s a token (~0.05 s split; docs/llm.md).
+#: is in: a string of maxLength 380 took ~2.5 s a token (~0.05 s split; docs/engine-figures.md).
 REPEAT_SPAN = 100
 
 
