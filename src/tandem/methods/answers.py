@@ -29,7 +29,7 @@ COT_DEMO = (
 
 #: the answer instruction after the question (style ``instruction``): asks for the answer's words only and
 #: does not name yes or no - a system prompt that did made Qwen2.5-1.5B answer "yes" or "no" to over half of
-#: the questions that ask neither (docs/models.md, "Answer prompts per model")
+#: the questions that ask neither (docs/llm.md, "Answer prompts per model")
 BRIEF_INSTRUCTION = "Answer with a few words only (a name, a date, a number or a short phrase), not a sentence."
 #: style ``instruction_yes_no``: the instruction in its place where :func:`asks_yes_or_no` (only there, so no
 #: other question is invited to answer "yes")
@@ -53,7 +53,7 @@ def asks_yes_or_no(question: str) -> bool:
     """Whether ``question`` asks yes or no: it opens with an auxiliary verb ("Were Scott Derrickson and Ed Wood
     of the same nationality?") and offers no choice ("Is Gasherbrum II or Nuptse closer to Everest?" asks
     which). On HotpotQA dev500 questions 250-499 it finds 79 of the 80 whose answer is yes or no, and no other
-    (the one missed: "Both Sorbaria and Goldenrod are a genus of ...?"); docs/models.md, "Yes/no questions"."""
+    (the one missed: "Both Sorbaria and Goldenrod are a genus of ...?"); docs/llm.md, "Yes/no questions"."""
     return bool(_AUXILIARY.match(question)) and not _CHOICE.search(question)
 
 
