@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ranker variants of docs/retrieval.md ("What did not pay"), scored on held-out folds by
+# The ranker variants of docs/graph-tuning.md ("What did not pay"), scored on held-out folds by
 # `benchmarks/graph_retrieval.py ablate`. The candidate features (entity_with_top ... bridge_cosine)
 # and bridge_hits were reverted after this measurement: run the feature variants at commit 9036a13
 # (`git checkout 9036a13 -- src benchmarks`); the v1-feature variants run at any later commit too.

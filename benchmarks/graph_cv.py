@@ -25,7 +25,7 @@ from tandem.types import Question  # noqa: E402
 
 # the cross-validated search: question links, seeds and fusion weight as before, against the bridge
 # expansion (expand_hits, expand_weight, hub_damping); damping, seed weighting, reverse_weight,
-# entity_weight and graph_score stay where the first, wider search put them (docs/retrieval.md)
+# entity_weight and graph_score stay where the first, wider search put them (docs/graph-tuning.md)
 GRID = {  # a first 200-combination grid (seeds 3/5, fusion_weight 0.35/0.5, link_boost 0.1/0.2) chose
     "seeds": [3],  # seeds 3, fusion 0.5 and link_boost 0.2 on every fold: they are held here
     "fusion_weight": [0.5],

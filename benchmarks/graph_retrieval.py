@@ -56,7 +56,7 @@ POOLS = {"pool-mixed": [*SETS["hotpotqa"], SHARED / "musique/hipporag_100.json",
 # a 50 k-passage scale pool for the same questions, built at run time from the real local passages: the
 # mixed pool plus 32-word windows (16 words of overlap; tandem.corpus.chunking.chunk_text) cut from each
 # of its passages that is not a dev500 gold passage, titled as their source (a chunked corpus: many
-# passages share a title). The windows are near-duplicate distractors, not new topics (docs/retrieval.md).
+# passages share a title). The windows are near-duplicate distractors, not new topics (docs/graph-tuning.md).
 SCALE_POOLS = {"pool-50k": ("pool-mixed", 32, 16)}
 FOLDS = 5  # question i of every set is in fold i mod 5: each fold mixes datasets and question types
 # the defaults before the cross-validated search (chosen on dev500 questions 250-499), for comparison

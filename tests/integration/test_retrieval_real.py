@@ -18,7 +18,7 @@ from tandem.retrieve import open_retriever
 from tandem.testing.fake_llm import FakeLLM
 
 pytestmark = pytest.mark.integration
-# the held-out figures of the 5-fold cross-validation (docs/retrieval.md), a point below: HotpotQA R@5 95.7,
+# the held-out figures of the 5-fold cross-validation (docs/graph-tuning.md), a point below: HotpotQA R@5 95.7,
 # R@2 85.6; MuSiQue-100 R@5 72.1 (the shipped ranker saw these questions, so the whole sets score higher)
 GRAPH_FLOOR = {"recall@5": 0.947, "recall@2": 0.846}
 MUSIQUE_FLOOR = 0.711

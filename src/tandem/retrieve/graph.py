@@ -35,7 +35,7 @@ passage graph of :mod:`tandem.index.passage_graph` (no LLM-extracted triples):
    the fused order.
 
 Defaults were chosen by 5-fold cross-validation over folds mixing HotpotQA dev500, MuSiQue-100 and the
-2Wiki/HotpotQA/MuSiQue fixtures (``benchmarks/graph_retrieval.py cv``; docs/retrieval.md).
+2Wiki/HotpotQA/MuSiQue fixtures (``benchmarks/graph_retrieval.py cv``; docs/graph-tuning.md).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from tandem.types import Hit
 
 class GraphStageSettings(Settings):
     """What :class:`GraphRetriever` itself reads (the first stage comes built); the defaults were chosen by
-    5-fold cross-validation (docs/retrieval.md)."""
+    5-fold cross-validation (docs/graph-tuning.md)."""
 
     at_most: ClassVar[tuple[tuple[str, str], ...]] = (("seeds", "depth"),)
 
