@@ -1,4 +1,4 @@
-"""CoopRAG retrieval figures (docs/methods/cooprag.md): R@2 / R@5 of the final top-5; prints JSON.
+"""CoopRAG retrieval figures (docs/methods/cooprag-measured.md): R@2 / R@5 of the final top-5; prints JSON.
 
 Modes:
 - ``grid``: question-only queries; first stages dense / hybrid (top-n), each alone and reranked by

@@ -1,4 +1,4 @@
-"""Render QA run folders as the markdown figures table of docs/methods/baselines.md, with 95 % bootstrap
+"""Render QA run folders as the markdown figures table of docs/methods/baselines-measured.md, with 95 % bootstrap
 confidence intervals (scipy.stats.bootstrap, percentile, 2,000 resamples, seed 0) of EM, F1, acc and judge
 over each run's answered questions.
 

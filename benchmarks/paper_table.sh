@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The figures table of docs/methods/baselines.md: every method on the first N dev500 questions under
+# The figures table of docs/methods/baselines-measured.md: every method on the first N dev500 questions under
 # `--preset paper` (each paper's protocol: the DualRAG baselines read BM25 top-50 -> MiniLM bi-encoder ->
 # top-10, re-answer with the answer-type prompt where DualRAG's evaluation applies it, the run's LLM as a
 # calibrated judge) with the embedded models, then one table with 95 % bootstrap intervals (calls,

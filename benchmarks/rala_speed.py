@@ -1,4 +1,4 @@
-"""What RaLa reranking costs per query (CoopRAG, docs/methods/cooprag.md): prints JSON.
+"""What RaLa reranking costs per query (CoopRAG, docs/methods/cooprag-measured.md): prints JSON.
 
 The first stage (dense top-n) and RaLa share one forward pass of the query (``SharedDenseRetriever``),
 so what reranking adds is the scoring of the n candidates from the features stored at index time.
