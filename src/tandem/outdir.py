@@ -224,6 +224,7 @@ def owned_output(folder: str | Path, kind: str, *, replacing: bool = True) -> It
 
 
 def lock_path(folder: str | Path) -> Path:
+    """The lock file of ``folder``: beside it (``.NAME.lock``), never inside the user's folder."""
     path = Path(folder).absolute()
     return path.parent / f".{path.name}.lock"
 

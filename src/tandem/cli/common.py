@@ -207,6 +207,8 @@ def progress_bar(*, delay: float = BAR_DELAY_S, line_every: float = LINE_EVERY_S
 
 def load_docs(dataset: Path | None, corpus: Path | None, fmt: str | None, skip_bad: bool,
                max_tokens: int, overlap: int) -> list:
+    """The passages of ``--dataset`` (its pool) or of ``--corpus`` (exactly one of them; a corpus's long documents
+    cut into chunks of ``max_tokens`` with ``overlap``), bad records skipped and counted where ``skip_bad``."""
     from tandem.corpus import load_corpus
 
     if (dataset is None) == (corpus is None):

@@ -21,6 +21,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class Transport(str, Enum):
+    """How the MCP server talks: stdio (a client's child process) or streamable HTTP."""
     stdio = "stdio"
     http = "http"
 
@@ -75,4 +76,5 @@ def mcp(
 
 
 def register(app: typer.Typer) -> None:
+    """Add ``tandem mcp`` to the CLI."""
     app.command("mcp")(mcp)

@@ -68,4 +68,5 @@ def serve(
 
 
 def register(app: typer.Typer) -> None:
+    """Add ``tandem serve`` to the CLI."""
     app.command("serve")(serve)

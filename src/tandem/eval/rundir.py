@@ -38,14 +38,17 @@ class RunDir:
         self.folder = claim_dir(folder, kind)
 
     def write_config(self, config: Mapping[str, Any]) -> None:
+        """The run's settings, atomically (``config.json``)."""
         write_json_atomic(self.folder / CONFIG_FILE, dict(config))
 
     def write_records(self, name: str, records: Iterable[dict[str, Any]]) -> Path:
+        """``records`` as the JSONL file ``name`` of the run folder, atomically; its path."""
         path = self.folder / name
         write_jsonl_atomic(path, records)
         return path
 
     def write_metrics(self, metrics: Mapping[str, Any], table_rows: list[dict[str, Any]], title: str) -> None:
+        """The run's metrics (``metrics.json``) and their markdown table, atomically."""
         write_json_atomic(self.folder / METRICS_FILE, dict(metrics))
         from tandem.io import atomic_open
 
@@ -53,5 +56,6 @@ class RunDir:
             handle.write(f"# {title}\n\n" + markdown_table(table_rows))
 
     def read_config(self) -> dict[str, Any]:
+        """The run's settings as written by :meth:`write_config`."""
         return json.loads((self.folder / CONFIG_FILE).read_text(encoding="utf-8"))
 

@@ -58,10 +58,12 @@ class Manifest:
     tandem_version: str = __version__
 
     def save(self, folder: Path) -> None:
+        """Write the manifest into the index folder, atomically."""
         write_json_atomic(folder / MANIFEST, asdict(self))
 
     @classmethod
     def load(cls, folder: str | Path) -> Manifest:
+        """The manifest of the index in ``folder``; a clear error where there is no index or it is damaged."""
         path = Path(folder) / MANIFEST
         if not path.exists():
             raise IndexError_(f"cannot load index {folder}: {_not_an_index(Path(folder))}")

@@ -28,12 +28,16 @@ errors = M.error_responses
 
 
 class RetrieveRequest(M.Strict):
+    """``POST /v1/retrieve``: a query, the index to search and how many hits."""
+
     query: str = Field(min_length=1, pattern=M.TEXT_PATTERN, description="The search query.")
     index: str | None = Field(None, pattern=M.NAME_PATTERN, description="An index name; default: the first.")
     k: int = Field(5, ge=1, le=100, description="Hits to return.")
 
 
 class UploadRequest(M.Strict):
+    """``POST /v1/indexes``: files to index under a new name, and the index's kind."""
+
     name: str = Field(pattern=M.NAME_PATTERN, description="The new index's name (letters, digits, '-', '_').")
     kind: Literal["bm25", "dense", "hybrid"] = "bm25"
     files: dict[Annotated[str, Field(pattern=UPLOAD_NAME)],

@@ -34,6 +34,8 @@ class Strict(BaseModel):
 # -- errors --------------------------------------------------------------------------------------------
 
 class ErrorDetail(BaseModel):
+    """What went wrong and its kind."""
+
     message: str = Field(description="What went wrong, naming the field or setting.")
     type: str = Field(description="The error's class, e.g. ConfigError, NotFound, Busy.")
 
@@ -140,11 +142,15 @@ def ask_request_model(entries: Sequence[Entry[Any]], default: str, max_question:
 # -- responses -----------------------------------------------------------------------------------------
 
 class Health(BaseModel):
+    """``GET /healthz``: the server is up, and its version."""
+
     status: Literal["ok"]
     version: str
 
 
 class MethodInfo(BaseModel):
+    """One method of ``GET /v1/methods``: what it does, needs and takes."""
+
     name: str
     doc: str = Field(description="What the method does.")
     needs: list[str] = Field(description="What it needs: 'index' when it retrieves, 'gold' when it reads a "
@@ -154,11 +160,15 @@ class MethodInfo(BaseModel):
 
 
 class MethodsResponse(BaseModel):
+    """``GET /v1/methods``: every registered method and the one asked for when none is named."""
+
     default: str
     methods: list[MethodInfo]
 
 
 class IndexInfo(BaseModel):
+    """One index the server holds: its name, kind, passage count and encoder."""
+
     name: str
     kind: str
     documents: int
@@ -166,11 +176,15 @@ class IndexInfo(BaseModel):
 
 
 class IndexesResponse(BaseModel):
+    """``GET /v1/indexes``: the indexes the server holds and the default one."""
+
     default: str | None
     indexes: list[IndexInfo]
 
 
 class Passage(BaseModel):
+    """A passage as stored: id, title, text and the user's metadata."""
+
     id: str
     title: str
     text: str
@@ -178,6 +192,8 @@ class Passage(BaseModel):
 
 
 class RetrievedHit(Passage):
+    """A passage found for a query, with its score, rank and the retriever that found it."""
+
     doc_id: str
     score: float
     rank: int
@@ -185,11 +201,15 @@ class RetrievedHit(Passage):
 
 
 class RetrieveResponse(BaseModel):
+    """``POST /v1/retrieve``: the query and its hits, best first."""
+
     query: str
     hits: list[RetrievedHit]
 
 
 class Cost(BaseModel):
+    """What answering took: LLM calls, tokens and wall seconds."""
+
     llm_calls: int
     prompt_tokens: int
     completion_tokens: int
@@ -198,11 +218,15 @@ class Cost(BaseModel):
 
 
 class TraceBody(BaseModel):
+    """The method's steps, in order, and the passages it read."""
+
     steps: list[dict[str, Any]] = Field(description="Each step: name, queries, hits (with passages), LLM calls, notes.")
     docs_read: list[str]
 
 
 class AskResponse(BaseModel):
+    """``POST /v1/ask``: the answer, the passages it cites, its trace and its cost."""
+
     answer: str
     method: str
     cited: list[Passage] = Field(description="The passages shown to the LLM.")
@@ -211,6 +235,8 @@ class AskResponse(BaseModel):
 
 
 class Job(BaseModel):
+    """An upload's indexing job (``POST /v1/indexes``), polled at ``GET /v1/jobs/{id}`` until done or error."""
+
     id: str
     index: str
     kind: str
@@ -231,31 +257,43 @@ class ModelCard(BaseModel):
 
 
 class ModelList(BaseModel):
+    """``GET /v1/models``: the served methods, in OpenAI's shape."""
+
     object: Literal["list"] = "list"
     data: list[ModelCard]
 
 
 class ChatMessage(Strict):
+    """One message of a chat request; the last user message is the question."""
+
     role: Literal["system", "user", "assistant", "developer"]
     content: str = Field(min_length=1, max_length=1 << 16, pattern=TEXT_PATTERN)
 
 
 class ChatChoiceMessage(BaseModel):
+    """The assistant's reply: the answer."""
+
     role: Literal["assistant"]
     content: str
 
 
 class ChatChoice(BaseModel):
+    """The one choice of a chat completion."""
+
     index: int
     message: ChatChoiceMessage
     finish_reason: Literal["stop"]
 
 
 class PromptTokensDetails(BaseModel):
+    """Prompt tokens reused rather than computed (OpenAI's field)."""
+
     cached_tokens: int = Field(description="Prompt tokens taken from the LLM's prefix cache.")
 
 
 class Usage(BaseModel):
+    """Tokens the answer took, in OpenAI's shape."""
+
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
@@ -263,6 +301,8 @@ class Usage(BaseModel):
 
 
 class ChatCompletion(BaseModel):
+    """``POST /v1/chat/completions``: OpenAI's response, with tandem's answer and trace beside it."""
+
     id: str
     object: Literal["chat.completion"]
     created: int
