@@ -317,3 +317,22 @@ def test_question_answering_defaults_to_the_graph_where_the_index_has_it_and_pap
     assert build_run(paper)[0].search.retriever.name == "bm25"
     plain_dual = RunConfig.from_dict({"method": "dualrag", "index": str(tmp_path / "idx"), "llm": {"spec": "fake:x"}})
     assert build_run(plain_dual)[0].search.retriever.name == "graph"
+
+
+def test_an_index_built_without_the_graph_names_the_command_that_makes_it_the_default(tmp_path):
+    from tandem.cli import app
+    from tandem.retrieve.opener import best_retriever
+
+    corpus = tmp_path / "bridge.jsonl"
+    corpus.write_text("".join(f'{{"id": "{d.id}", "title": "{d.title}", "text": "{d.text}"}}\n' for d in BRIDGE_DOCS))
+    built = CliRunner().invoke(app, ["index", "--corpus", str(corpus), "--kind", "bm25", "--out", str(tmp_path / "idx")])
+    assert built.exit_code == 0, built.output
+    hint = f"tandem index --add-extras graph --index {tmp_path / 'idx'}"
+    assert hint in built.output
+    assert best_retriever(open_index(tmp_path / "idx")) == "bm25"
+    ok = CliRunner().invoke(app, hint.split()[1:])
+    assert ok.exit_code == 0, ok.output
+    assert best_retriever(open_index(tmp_path / "idx")) == "graph"
+    with_graph = CliRunner().invoke(app, ["index", "--corpus", str(corpus), "--kind", "bm25", "--extras", "graph",
+                                          "--out", str(tmp_path / "idx2")])
+    assert with_graph.exit_code == 0 and "--add-extras" not in with_graph.output
