@@ -137,7 +137,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark, as Windows editors write one, dropped
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
     try:

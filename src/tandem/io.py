@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import gzip
@@ -54,6 +55,8 @@ def unpacking(path: Path) -> Iterator[None]:
 
 #: What ``json.loads`` raises for a malformed document: a syntax error, or nesting too deep to parse.
 JSON_ERRORS = (json.JSONDecodeError, RecursionError)
+#: How a user's text file is decoded: UTF-8, a leading byte-order mark (as Windows editors write one) dropped.
+UTF8_BOM = "utf-8-sig"
 
 
 def lone_surrogate(raw: str, obj: Any) -> bool:
@@ -106,7 +109,7 @@ def read_jsonl(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | N
     with handle, unpacking(path):
         for line_no, raw in enumerate(handle, start=1):
             try:
-                text = raw.decode("utf-8")
+                text = raw.decode(UTF8_BOM if line_no == 1 else "utf-8")  # a byte-order mark starts line 1 only
             except UnicodeDecodeError as exc:
                 stats.skip_or_raise(DataError(f"not valid UTF-8 (byte {exc.start} of the line)", str(path), line_no), skip_bad)
                 continue
@@ -134,7 +137,7 @@ def read_json_records(path: str | Path, *, skip_bad: bool = False,
     path = Path(path)
     try:
         with open_bytes(path) as handle, unpacking(path):
-            text = handle.read().decode("utf-8")
+            text = handle.read().decode(UTF8_BOM)
         data = json.loads(text)
     except OSError as exc:
         raise DataError(f"cannot open: {exc.strerror}", str(path)) from exc
@@ -156,7 +159,7 @@ def read_json_records(path: str | Path, *, skip_bad: bool = False,
 def is_json_array_file(path: Path) -> bool:
     """True if the file's first non-space byte opens a JSON array."""
     with open_bytes(path) as handle, unpacking(path):
-        head = handle.read(4096).lstrip()
+        head = handle.read(4096).removeprefix(codecs.BOM_UTF8).lstrip()
     return head.startswith(b"[")
 
 

@@ -139,6 +139,28 @@ def test_malformed_line_skipped_and_counted(tmp_path: Path):
     assert any("q.jsonl:2" in n for n in ds.notes)
 
 
+def test_files_a_windows_editor_saved_with_a_byte_order_mark_and_crlf_read_as_without(tmp_path: Path):
+    from tandem.config import read_config_file
+
+    bom, records = b"\xef\xbb\xbf", [{"id": "a", "title": "Alpha", "text": "Alpha is in Beta."},
+                                       {"id": "b", "title": "Beta", "text": "Beta is a country."}]
+    as_jsonl = bom + b"".join(json.dumps(r).encode() + b"\r\n" for r in records)
+    files = {"c.jsonl": as_jsonl, "c.json": bom + json.dumps(records).encode(),
+             "map.json": bom + json.dumps({r["title"]: r["text"] for r in records}, indent=1).encode(),
+             "one.json": bom + json.dumps(records[0], indent=1).encode()}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+        docs = load_corpus(tmp_path / name)
+        assert [d.text for d in docs] == [r["text"] for r in records][:len(docs)] and docs, name
+    (tmp_path / "q.jsonl").write_bytes(bom + b'{"question": "Where is Alpha?", "answer": "Beta"}\r\n')
+    assert load_dataset(tmp_path / "q.jsonl").questions[0].answers == ("Beta",)
+    (tmp_path / "run.yaml").write_bytes(bom + b"method: naive_rag\r\n")
+    assert read_config_file(tmp_path / "run.yaml") == {"method": "naive_rag"}
+    (tmp_path / "late.jsonl").write_bytes(as_jsonl + bom + b'{"id": "c", "text": "x"}\n')  # only line 1 may hold one
+    with pytest.raises(DataError, match=r"late\.jsonl:3: malformed JSON"):
+        load_corpus(tmp_path / "late.jsonl")
+
+
 def test_non_utf8_bytes(tmp_path: Path):
     path = tmp_path / "c.jsonl"
     path.write_bytes(b'{"id": "1", "text": "ok"}\n{"id": "2", "text": "caf\xe9"}\n')

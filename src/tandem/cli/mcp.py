@@ -50,7 +50,7 @@ def mcp(
 
     if not index:
         raise ConfigError("give at least one --index DIR (build one with `tandem index`)")
-    key = api_key_file.read_text(encoding="utf-8").strip() if api_key_file else os.environ.get("TANDEM_API_KEY") or None
+    key = api_key_file.read_text(encoding="utf-8-sig").strip() if api_key_file else os.environ.get("TANDEM_API_KEY") or None
     register_secret(key)
     if transport is Transport.http and host not in LOOPBACK and key is None:
         console.print(f"[yellow]warning: serving MCP on {host} without an API key: anyone who reaches it can use it")

@@ -51,7 +51,7 @@ def serve(
 
     if not index and uploads is None:
         raise ConfigError("give at least one --index DIR (build one with `tandem index`) or --uploads DIR")
-    key = api_key_file.read_text(encoding="utf-8").strip() if api_key_file else os.environ.get("TANDEM_API_KEY") or None
+    key = api_key_file.read_text(encoding="utf-8-sig").strip() if api_key_file else os.environ.get("TANDEM_API_KEY") or None
     if host not in ("127.0.0.1", "localhost", "::1") and key is None:
         console.print(f"[yellow]warning: serving on {host} without an API key: anyone who reaches it can use it")
     backend_opts, _ = split_llm_options(llm, parse_pairs(llm_opt))

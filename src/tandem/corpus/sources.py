@@ -8,6 +8,7 @@ number otherwise, so errors name the file and the place of the bad record.
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from tandem.errors import DataError
 from tandem.io import (
     JSON_ERRORS,
     SURROGATE,
+    UTF8_BOM,
     ReadStats,
     is_json_array_file,
     json_problem,
@@ -76,23 +78,23 @@ def _whole_json_object(path: Path) -> dict[str, Any] | None:
     """The file's one JSON object when the whole file is a single object (pretty-printed over many
     lines, or one line with nothing after it); None for JSONL and JSON arrays."""
     with open_bytes(path) as handle, unpacking(path):
-        if not handle.read(4096).lstrip().startswith(b"{"):
+        if not handle.read(4096).removeprefix(codecs.BOM_UTF8).lstrip().startswith(b"{"):
             return None
         handle.seek(0)
         first = handle.readline()
         try:
-            json.loads(first.decode("utf-8"))
+            json.loads(first.decode(UTF8_BOM))
             one_line = True
         except (UnicodeDecodeError, *JSON_ERRORS):
             one_line = False
         if one_line and any(line.strip() for line in handle):
             return None  # one object a line: JSONL
-        if not one_line and first.strip() != b"{":
+        if not one_line and first.removeprefix(codecs.BOM_UTF8).strip() != b"{":
             return None  # a broken first record of a JSONL file: read_jsonl names its line
         handle.seek(0)
         raw = handle.read()
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode(UTF8_BOM)
         data = json.loads(text)
     except UnicodeDecodeError as exc:
         raise DataError(f"not valid UTF-8 (byte {exc.start})", str(path)) from exc
