@@ -68,6 +68,26 @@ def test_loaders_answer_any_file_with_a_result_or_a_clear_error(tmp_path_factory
     load_every_way(path)
 
 
+def table_bytes() -> st.SearchStrategy[bytes]:
+    """CSV / TSV text of any shape: a header of known and odd names, rows of random cells (quotes, separators,
+    newlines, NULs, lone surrogates), rows too short or too long, or random bytes."""
+    cell = st.text(alphabet=st.sampled_from(list('ab ,;\t"\r\n\x00[]{}') + ["\ud800", "é"]), max_size=12)
+    header = st.lists(st.sampled_from(FIELDS) | st.text(max_size=5), min_size=0, max_size=5)
+    rows = st.lists(st.lists(cell, max_size=6), max_size=5)
+    text = st.tuples(header, rows, st.sampled_from([",", "\t"])).map(
+        lambda t: "\n".join(t[2].join(r) for r in [t[0], *t[1]]))
+    return text.map(lambda s: s.encode("utf-8", "surrogatepass")) | st.binary(max_size=300)
+
+
+@FUZZ
+@given(data=table_bytes(), suffix=st.sampled_from([".csv", ".tsv", ".csv.gz"]))
+@example(data=b'id,title,text\na,A,"never closed\n', suffix=".csv")
+def test_a_table_of_any_shape_is_a_result_or_a_clear_error(tmp_path_factory, data, suffix):
+    path = tmp_path_factory.mktemp("fuzz") / f"input{suffix}"
+    path.write_bytes(data)
+    load_every_way(path)
+
+
 @FUZZ
 @given(text=(json_values | records | st.lists(records, max_size=4)).map(json.dumps) | nested)
 def test_a_json_file_of_any_shape_is_a_result_or_a_clear_error(tmp_path_factory, text):

@@ -161,6 +161,31 @@ def test_files_a_windows_editor_saved_with_a_byte_order_mark_and_crlf_read_as_wi
         load_corpus(tmp_path / "late.jsonl")
 
 
+def test_csv_and_tsv_tables_read_as_records_and_bad_rows_name_their_line(tmp_path: Path):
+    corpus = tmp_path / "c.csv"
+    corpus.write_bytes(b'id,title,text\r\na,Alpha,"Alpha is in Beta, a country."\r\n\r\n'
+                       b',Beta,"one line\r\nand a second, quoted"\r\n')
+    docs = load_corpus(corpus)
+    assert [(d.id, d.title) for d in docs] == [("a", "Alpha"), (doc_id_for("Beta", "one line\r\nand a second, quoted"), "Beta")]
+    assert docs[0].text == "Alpha is in Beta, a country."
+    (tmp_path / "c.tsv.gz").write_bytes(gzip.compress(b"id\ttitle\ttext\nb\tBeta\tBeta, a country.\n"))
+    assert [d.text for d in load_corpus(tmp_path / "c.tsv.gz")] == ["Beta, a country."]
+    qa = tmp_path / "q.csv"
+    qa.write_text('question,answers\nWhere is Alpha?,"[""Beta"", ""the Beta""]"\nWhat is Beta?,a country\n')
+    ds = load_dataset(qa)
+    assert ds.format == "simple_qa" and [q.answers for q in ds.questions] == [("Beta", "the Beta"), ("a country",)]
+    bad = {"cells.csv": (b"id,title,text\na,A,x\nb,B,y,z\n", r"cells\.csv:3: 4 cells, the header names 3"),
+           "quote.csv": (b'id,title,text\na,A,x\nb,B,"never closed\nc,C,z\n', r"quote\.csv:3: malformed CSV"),
+           "header.csv": (b"id,text,text\na,x,y\n", r"header\.csv:1: the header line needs a distinct name"),
+           "bytes.csv": (b"id,title,text\na,A,x\nb,B,caf\xe9\n", r"bytes\.csv:3: not valid UTF-8"),
+           "allbad.csv": (b"id,title,text\na,A\n", r"no readable record \(the first bad one: .*allbad\.csv:2: 2 cells")}
+    for name, (data, message) in bad.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(DataError, match=message):
+            load_corpus(tmp_path / name)
+    assert [d.id for d in load_corpus(tmp_path / "cells.csv", skip_bad=True)] == ["a"]
+
+
 def test_non_utf8_bytes(tmp_path: Path):
     path = tmp_path / "c.jsonl"
     path.write_bytes(b'{"id": "1", "text": "ok"}\n{"id": "2", "text": "caf\xe9"}\n')

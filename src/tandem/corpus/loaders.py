@@ -54,12 +54,15 @@ def sniff_format(path: str | Path) -> str:
     path = _source(path)
     if isinstance(path, Path) and ((path.is_dir() and not is_hf_saved(path)) or _one_document(path)):
         return "folder"  # a folder of documents, or one document (text, Markdown, HTML, PDF)
-    for _, rec in _records(path, skip_bad=True, stats=ReadStats()):
+    stats = ReadStats()
+    for _, rec in _records(path, skip_bad=True, stats=stats):
         fmt = detect_record(rec)
         if fmt == "unknown":
             raise DataError(f"cannot tell the format from the keys {sorted(rec)[:8]} (a corpus as one JSON object "
                             "maps each title to a text or a list of sentences); pass --format", str(path), 1)
         return fmt
+    if stats.first_error is not None:
+        raise DataError(f"no readable record (the first bad one: {stats.first_error})", str(path))
     raise DataError("file holds no records", str(path))
 
 

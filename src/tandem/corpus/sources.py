@@ -1,5 +1,5 @@
 """Where records come from: JSONL (optionally .gz), a JSON array, a JSON object mapping title -> text
-(or title -> sentences), Parquet, a folder written by ``datasets.Dataset.save_to_disk``, and a
+(or title -> sentences), CSV and TSV with a header line (optionally .gz), Parquet, a folder written by ``datasets.Dataset.save_to_disk``, and a
 Hugging Face dataset by name (``hf:NAME[/CONFIG][/SPLIT]``) from the local cache.
 
 Every source yields ``(position, record)``: the line of a JSONL file, the 1-based record (or row)
@@ -9,9 +9,10 @@ number otherwise, so errors name the file and the place of the bad record.
 from __future__ import annotations
 
 import codecs
+import csv
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,12 @@ from tandem.io import (
 
 HF_PREFIX = "hf:"
 PARQUET_SUFFIXES = (".parquet", ".pq")
+#: a table's suffix (before any .gz) -> its delimiter
+TABLE_DELIMITERS = {".csv": ",", ".tsv": "\t"}
+#: columns whose cell may hold a JSON array, read as that list (several gold answers in one cell)
+LIST_COLUMNS = ("answers", "golden_answers")
+#: the longest cell a table may hold (the csv module's default, 128 KiB, is shorter than some documents)
+MAX_CELL = 1 << 26
 #: files ``save_to_disk`` writes: a DatasetDict's, then a single Dataset's
 HF_SAVED_MARKERS = ("dataset_dict.json", "state.json")
 Records = Iterator[tuple[int, dict[str, Any]]]
@@ -62,6 +69,8 @@ def iter_records(path: str | Path, *, skip_bad: bool = False, stats: ReadStats |
         yield from _rows(_load_hf_saved(path, None, str(path)))
     elif path.suffix.lower() in PARQUET_SUFFIXES:
         yield from _parquet_rows(path)
+    elif _table_suffix(path) in TABLE_DELIMITERS:
+        yield from _table_rows(path, TABLE_DELIMITERS[_table_suffix(path)], skip_bad, stats)
     elif is_json_array_file(path):
         yield from read_json_records(path, skip_bad=skip_bad, stats=stats)
     else:
@@ -120,6 +129,65 @@ def _object_records(obj: dict[str, Any], path: Path) -> Records:
     for i, (title, value) in enumerate(obj.items(), start=1):
         text = value if isinstance(value, str) else join_sentences(value)
         yield i, {"title": title, "text": text}
+
+
+# --- CSV and TSV ----------------------------------------------------------------------------------
+
+def _table_suffix(path: Path) -> str:
+    """The suffix that names a table's kind: ``.csv`` for ``x.csv`` and ``x.csv.gz``."""
+    suffixes = [s.lower() for s in path.suffixes]
+    return suffixes[-2] if len(suffixes) > 1 and suffixes[-1] == ".gz" else (suffixes[-1] if suffixes else "")
+
+
+def _table_rows(path: Path, delimiter: str, skip_bad: bool, stats: ReadStats) -> Records:
+    """Rows of a CSV or TSV file under its header line (the standard ``csv`` module), each a record keyed by
+    the header's names, at the line its row starts on. A cell is text; an empty cell is left out (an empty
+    ``id`` then gets the content hash, as a missing one does); an ``answers`` cell that holds a JSON array
+    is that list. A row with more or fewer cells than the header is bad input naming its line."""
+    csv.field_size_limit(max(csv.field_size_limit(), MAX_CELL))
+    with open_bytes(path) as raw, unpacking(path):
+        reader = csv.reader(_text_lines(raw, path), delimiter=delimiter, strict=True)
+        end = 0  # the last line of the rows read so far
+        try:
+            header = next(reader, None)
+            if header is None:
+                return
+            names = [name.strip() for name in header]
+            if not all(names) or len(set(names)) != len(names):
+                raise DataError(f"the header line needs a distinct name for every column, got {header}", str(path), 1)
+            end = reader.line_num
+            for row in reader:
+                start, end = end + 1, reader.line_num
+                if not any(cell.strip() for cell in row):
+                    continue
+                if len(row) != len(names):
+                    stats.skip_or_raise(DataError(f"{len(row)} cells, the header names {len(names)}", str(path), start),
+                                        skip_bad)
+                    continue
+                yield start, {name: _cell(name, cell) for name, cell in zip(names, row, strict=True) if cell != ""}
+        except csv.Error as exc:  # e.g. a quote never closed: the row it opens in
+            raise DataError(f"malformed {_table_suffix(path)[1:].upper()} ({exc})", str(path), end + 1) from exc
+
+
+def _text_lines(handle: Iterable[bytes], path: Path) -> Iterator[str]:
+    """The lines of a text file, each decoded alone so that a byte that is not UTF-8 is named by its line (a
+    byte-order mark may open line 1)."""
+    for number, raw in enumerate(handle, start=1):
+        try:
+            yield raw.decode(UTF8_BOM if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"not valid UTF-8 (byte {exc.start} of the line)", str(path), number) from exc
+
+
+def _cell(name: str, cell: str) -> Any:
+    """A table cell's value: text, or the list a JSON array in a :data:`LIST_COLUMNS` cell holds."""
+    if name in LIST_COLUMNS and cell.lstrip().startswith("["):
+        try:
+            value = json.loads(cell)
+        except JSON_ERRORS:
+            return cell
+        return value if isinstance(value, list) and not lone_surrogate(cell, value) else cell
+    return cell
 
 
 # --- Parquet and Hugging Face datasets ----------------------------------------------------------
