@@ -186,6 +186,21 @@ def test_csv_and_tsv_tables_read_as_records_and_bad_rows_name_their_line(tmp_pat
     assert [d.id for d in load_corpus(tmp_path / "cells.csv", skip_bad=True)] == ["a"]
 
 
+def test_squad_and_triviaqa_answer_layouts_give_their_texts_and_squads_context_is_the_gold_passage(tmp_path: Path):
+    squad = {"id": "5733be", "title": "Alpha", "context": "Alpha is a city in Beta.", "question": "Where is Alpha?",
+             "answers": {"text": ["Beta", "Beta"], "answer_start": [19, 19]}}
+    trivia = {"question": "Where is Alpha?", "answer": {"value": "Beta", "aliases": ["Beta", "the Beta"]}}
+    _write(tmp_path / "squad.jsonl", [json.dumps(squad)])
+    _write(tmp_path / "trivia.jsonl", [json.dumps(trivia)])
+    ds = load_dataset(tmp_path / "squad.jsonl")
+    (q,), (passage,) = ds.questions, ds.passages
+    assert q.answers == ("Beta",) and q.gold_doc_ids == (passage.id,) and passage.title == "Alpha"
+    assert load_dataset(tmp_path / "trivia.jsonl").questions[0].answers == ("Beta", "the Beta")
+    _write(tmp_path / "odd.jsonl", [json.dumps({"question": "Q?", "answers": {"start": [1]}})])
+    with pytest.raises(DataError, match=r"odd\.jsonl:1: .*field 'answers' is an object with keys \['start'\]"):
+        load_dataset(tmp_path / "odd.jsonl")
+
+
 def test_non_utf8_bytes(tmp_path: Path):
     path = tmp_path / "c.jsonl"
     path.write_bytes(b'{"id": "1", "text": "ok"}\n{"id": "2", "text": "caf\xe9"}\n')

@@ -167,14 +167,39 @@ def parse_flashrag(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
 
 
 def parse_simple_qa(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
-    """Plain QA JSONL such as Bamboogle: question + answer(s), id optional (idx or a hash)."""
+    """Plain QA records such as Bamboogle's: question + answer(s), id optional (idx or a hash). The answers may
+    also come as SQuAD writes them (``{"text": [...], "answer_start": [...]}``) or as TriviaQA does
+    (``{"value", "aliases"}``); a ``context`` text (SQuAD's paragraph, titled by ``title``) is the question's
+    gold passage."""
     question = need(rec, "question", str)
-    raw = rec.get("answers", rec.get("answer"))
-    if raw is None:
+    key = "answers" if "answers" in rec else "answer"
+    if rec.get(key) is None:
         raise MissingField("missing required field 'answer'")
-    answers = raw if isinstance(raw, list) else [raw]
+    answers = answer_texts(rec[key], key)
     qid = rec.get("id", rec.get("idx", doc_id_for("q", question)))
-    return _question(qid, question, answers, [], []), []
+    passages = []
+    if isinstance(rec.get("context"), str) and rec["context"].strip():
+        title = rec.get("title") if isinstance(rec.get("title"), str) else ""
+        passages = [Document(doc_id_for(title, rec["context"]), title, rec["context"])]
+    return _question(qid, question, answers, passages, passages), passages
+
+
+def answer_texts(raw: Any, key: str) -> list[Any]:
+    """The gold answers of a ``raw`` answer field: a text (or number), a list of them, SQuAD's ``{"text": [...]}``
+    or TriviaQA's ``{"value", "aliases"}``; repeats dropped. Anything else is a MissingField naming the field."""
+    if isinstance(raw, dict):
+        if "text" in raw:
+            raw = raw["text"]
+        elif "value" in raw or "aliases" in raw:
+            raw = [raw.get("value"), *(raw.get("aliases") or [])]
+        else:
+            raise MissingField(f"field {key!r} is an object with keys {sorted(raw)[:6]}: expected a text, a list of "
+                               "texts, SQuAD's {text: [...]} or TriviaQA's {value, aliases}")
+    items = raw if isinstance(raw, list) else [raw]
+    odd = next((a for a in items if isinstance(a, dict | list)), None)
+    if odd is not None:
+        raise MissingField(f"field {key!r} holds a {type(odd).__name__} where an answer text is expected")
+    return list(dict.fromkeys(a for a in items if a is not None))
 
 
 QAParser = Callable[[dict[str, Any]], tuple[Question, list[Document]]]
