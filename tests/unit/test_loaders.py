@@ -201,6 +201,18 @@ def test_squad_and_triviaqa_answer_layouts_give_their_texts_and_squads_context_i
         load_dataset(tmp_path / "odd.jsonl")
 
 
+def test_beir_and_langchain_passage_layouts_keep_their_ids_and_texts(tmp_path: Path):
+    beir = [{"_id": "d1", "title": "Alpha", "text": "Alpha is in Beta.", "metadata": {}},
+            {"_id": "d2", "title": "Beta", "text": "Beta is a country.", "metadata": {}}]
+    _write(tmp_path / "corpus.jsonl", [json.dumps(r) for r in beir])
+    assert [(d.id, d.text) for d in load_corpus(tmp_path / "corpus.jsonl")] == [("d1", "Alpha is in Beta."),
+                                                                               ("d2", "Beta is a country.")]
+    # one LangChain document, alone on one line: a record, not a map of two passages titled "id" and "page_content"
+    _write(tmp_path / "one.jsonl", [json.dumps({"id": "7", "page_content": "Alpha is in Beta.", "metadata": {"p": 1}})])
+    (doc,) = load_corpus(tmp_path / "one.jsonl")
+    assert (doc.id, doc.title, doc.text, doc.metadata) == ("7", "", "Alpha is in Beta.", {"metadata": {"p": 1}})
+
+
 def test_non_utf8_bytes(tmp_path: Path):
     path = tmp_path / "c.jsonl"
     path.write_bytes(b'{"id": "1", "text": "ok"}\n{"id": "2", "text": "caf\xe9"}\n')

@@ -218,11 +218,21 @@ QA_FORMATS: dict[str, QAParser] = {
 
 # --- corpus formats ---------------------------------------------------------------------------
 
+#: other names a passage record's text goes by (LangChain's documents, other exporters), and its id (BEIR's
+#: ``_id``, Pyserini's and MS MARCO's ``docid``)
+TEXT_KEYS = ("content", "page_content", "passage")
+ID_KEYS = ("id", "_id", "docid", "doc_id")
+
+
 def parse_corpus_record(rec: dict[str, Any]) -> Document:
-    """Plain corpus ``{id, title, text}`` or FlashRAG ``{id, contents}`` ("Title"\\ntext).
+    """Plain corpus ``{id, title, text}`` or FlashRAG ``{id, contents}`` ("Title"\\ntext); the text may also be
+    named as in :data:`TEXT_KEYS`, the id as in :data:`ID_KEYS` (BEIR's ``{_id, title, text}``).
 
     ``id`` may be omitted (HippoRAG corpora have none): the content hash is used then.
     """
+    alias = next((k for k in TEXT_KEYS if k in rec), None)
+    if alias is not None and "text" not in rec and "contents" not in rec:
+        rec = {**rec, "text": rec[alias]}
     if "contents" in rec:
         contents = need(rec, "contents", str)
         title, _, text = contents.partition("\n")
@@ -237,8 +247,9 @@ def parse_corpus_record(rec: dict[str, Any]) -> Document:
         title = str(title)
     if not text.strip():
         raise MissingField("empty text")
-    doc_id = str(rec["id"]) if rec.get("id") is not None else doc_id_for(title, text)
-    meta = {k: v for k, v in rec.items() if k not in {"id", "title", "text", "contents"}}
+    given = next((rec[k] for k in ID_KEYS if rec.get(k) is not None), None)
+    doc_id = str(given) if given is not None else doc_id_for(title, text)
+    meta = {k: v for k, v in rec.items() if k not in {*ID_KEYS, *TEXT_KEYS, "title", "text", "contents"}}
     return Document(doc_id, str(title).strip(), text.strip(), meta)
 
 
@@ -257,6 +268,6 @@ def detect_record(rec: dict[str, Any]) -> str:
         return "flashrag"
     if "question" in keys and ("answer" in keys or "answers" in keys):
         return "simple_qa"
-    if "contents" in keys or "text" in keys:
+    if keys & {"contents", "text", *TEXT_KEYS}:
         return "corpus"
     return "unknown"

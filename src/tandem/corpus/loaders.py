@@ -14,7 +14,7 @@ from typing import Any
 
 from tandem.corpus.chunking import chunk_text
 from tandem.corpus.files import FolderScan, read_file, readable_suffixes, scan_folder
-from tandem.corpus.formats import QA_FORMATS, MissingField, detect_record, parse_corpus_record
+from tandem.corpus.formats import QA_FORMATS, TEXT_KEYS, MissingField, detect_record, parse_corpus_record
 from tandem.corpus.sources import is_hf_saved, is_hf_spec, iter_records
 from tandem.errors import DataError
 from tandem.io import ReadStats
@@ -58,8 +58,10 @@ def sniff_format(path: str | Path) -> str:
     for _, rec in _records(path, skip_bad=True, stats=stats):
         fmt = detect_record(rec)
         if fmt == "unknown":
-            raise DataError(f"cannot tell the format from the keys {sorted(rec)[:8]} (a corpus as one JSON object "
-                            "maps each title to a text or a list of sentences); pass --format", str(path), 1)
+            raise DataError(f"cannot tell the format from the keys {sorted(rec)[:8]}: a passage needs a text "
+                            f"({', '.join(['text', 'contents', *TEXT_KEYS])}), a QA record a question and its "
+                            "answer(s); a corpus as one JSON object maps each title to a text or a list of sentences; "
+                            "or pass --format", str(path), 1)
         return fmt
     if stats.first_error is not None:
         raise DataError(f"no readable record (the first bad one: {stats.first_error})", str(path))

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tandem.corpus.formats import detect_record, join_sentences
+from tandem.corpus.formats import ID_KEYS, TEXT_KEYS, detect_record, join_sentences
 from tandem.errors import DataError
 from tandem.io import (
     JSON_ERRORS,
@@ -114,9 +114,14 @@ def _whole_json_object(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+#: keys that make a JSON object one record, not a map of titles (a passage titled "id" is not a thing)
+RECORD_KEYS = frozenset({"question", "answer", "answers", "title", "text", "contents", *TEXT_KEYS, *ID_KEYS})
+
+
 def is_title_map(obj: dict[str, Any]) -> bool:
-    """A corpus as one JSON object: every value a text, or a list of sentences (HippoRAG v1 style)."""
-    return bool(obj) and all(isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v))
+    """A corpus as one JSON object: every value a text, or a list of sentences (HippoRAG v1 style), and no key a
+    record's field (:data:`RECORD_KEYS`)."""
+    return bool(obj) and not RECORD_KEYS & set(obj) and all(isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v))
                              for v in obj.values())
 
 
