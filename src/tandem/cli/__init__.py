@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import signal
 import sys
 from typing import Annotated
 
@@ -19,6 +20,7 @@ from tandem.cli.llm import llm_app
 from tandem.cli.mcp import register as register_mcp
 from tandem.cli.serve import register as register_serve
 from tandem.errors import TandemError
+from tandem.interrupts import exit_code, stop_signals
 from tandem.secrets import redact
 
 app = typer.Typer(help="tandem: retrieval-augmented multi-hop QA, retriever and LLM working together.", no_args_is_help=True,
@@ -82,7 +84,7 @@ def _root(version: Annotated[bool, typer.Option("--version", callback=_version, 
 def main() -> None:
     """Console entry point. Exit codes: 0 success; 1 the work failed (:class:`RunError`, or an unexpected
     error, printed without local variables and with secrets redacted); 2 bad input or settings; 130
-    interrupted (Ctrl-C)."""
+    interrupted (Ctrl-C); 143 / 129 stopped by SIGTERM / SIGHUP, handled as Ctrl-C (:mod:`tandem.interrupts`)."""
     import logging
 
     from tandem.logs import quiet_third_party
@@ -98,7 +100,8 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", handlers=[handler])
     try:
         # non-standalone typer turns Ctrl-C (and click's Exit) into a returned exit code
-        code = app(args=_expand_multi_value_options(sys.argv[1:]), prog_name="tandem", standalone_mode=False)
+        with stop_signals():
+            code = app(args=_expand_multi_value_options(sys.argv[1:]), prog_name="tandem", standalone_mode=False)
         if code == 130:
             raise KeyboardInterrupt
         if isinstance(code, int) and code:
@@ -109,13 +112,15 @@ def main() -> None:
         raise SystemExit(exc.exit_code) from None
     except (KeyboardInterrupt, typer.Abort):
         console.quiet = False
-        console.print("[red]interrupted[/red]: finished work is saved; run the same command again to resume")
+        code = exit_code()
+        why = f" ({signal.Signals(code - 128).name})" if code != 130 else ""
+        console.print(f"[red]interrupted[/red]{why}: finished work is saved; run the same command again to resume")
         sys.stdout.flush()
         sys.stderr.flush()
         # not SystemExit: a Ctrl-C that passed through a C extension's PyRun_* call (e.g. during an import)
         # makes CPython 3.11 end the process with SIGINT (-2) even after it was handled; the folders are
         # already cleaned up and unlocked by the context managers the interrupt unwound
-        os._exit(130)
+        os._exit(code)
     except Exception as exc:  # noqa: BLE001 - the last stop: click's usage errors, a full disk, then anything unexpected
         import click
 

@@ -72,18 +72,17 @@ def serve(
     up vLLM first: bash scripts/setup_vllm.sh."""
     from tandem.llm import vllm_server as S
 
-    with S.stop_signals():
-        process, spec = S.start_vllm(model, python=python, host=host, port=port, log=log,
-                                     max_model_len=max_model_len, extra=extra)
-        base = spec.split("@", 1)[1]
-        console.print(f"starting vLLM (pid {process.pid}; first start compiles for a few minutes): {base}")
-        try:
-            S.wait_ready(base, process, log=log)
-            out.print(f"ready: --llm '{spec}'")
-            process.wait()
-        except KeyboardInterrupt as exc:
-            console.print(f"stopping vLLM ({exc or 'interrupted'})")
-        finally:
-            S.stop(process)
+    process, spec = S.start_vllm(model, python=python, host=host, port=port, log=log,
+                                 max_model_len=max_model_len, extra=extra)
+    base = spec.split("@", 1)[1]
+    console.print(f"starting vLLM (pid {process.pid}; first start compiles for a few minutes): {base}")
+    try:
+        S.wait_ready(base, process, log=log)
+        out.print(f"ready: --llm '{spec}'")
+        process.wait()
+    except KeyboardInterrupt as exc:
+        console.print(f"stopping vLLM ({exc or 'interrupted'})")
+    finally:
+        S.stop(process)
     if process.returncode not in (0, -15, None):
         raise typer.Exit(1)

@@ -10,15 +10,13 @@ embeddings on (R²AG) and JSON-schema decoding that allows no free whitespace.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import FrameType
 
 import httpx
 
@@ -121,26 +119,6 @@ def _dies_with(parent: int) -> Callable[[], None] | None:
             os.kill(os.getpid(), signal.SIGTERM)
 
     return arm
-
-
-class Stopped(KeyboardInterrupt):
-    """SIGTERM or SIGHUP arrived: handled like Ctrl-C, so that the server is stopped on the way out."""
-
-
-@contextlib.contextmanager
-def stop_signals() -> Iterator[None]:
-    """Within the block, SIGTERM and SIGHUP (a ``kill``, a service manager, a container stop, a closed
-    terminal) raise :class:`Stopped` in the main thread, as Ctrl-C raises KeyboardInterrupt; the
-    previous handlers come back after."""
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        raise Stopped(signal.Signals(signum).name)
-
-    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, old in previous.items():
-            signal.signal(sig, old)
 
 
 def stop(process: subprocess.Popen[bytes], grace: float = 20.0) -> None:
