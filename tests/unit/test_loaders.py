@@ -196,6 +196,10 @@ def test_squad_and_triviaqa_answer_layouts_give_their_texts_and_squads_context_i
     (q,), (passage,) = ds.questions, ds.passages
     assert q.answers == ("Beta",) and q.gold_doc_ids == (passage.id,) and passage.title == "Alpha"
     assert load_dataset(tmp_path / "trivia.jsonl").questions[0].answers == ("Beta", "the Beta")
+    _write(tmp_path / "strategy.jsonl", [json.dumps({"qid": "s1", "question": "Is Alpha in Beta?", "answer": True}),
+                                         json.dumps({"qid": "s2", "question": "Is Beta in Alpha?", "answer": False})])
+    strategy = load_dataset(tmp_path / "strategy.jsonl").questions
+    assert [(q.id, q.answers) for q in strategy] == [("s1", ("yes",)), ("s2", ("no",))]  # StrategyQA's qid and booleans
     _write(tmp_path / "odd.jsonl", [json.dumps({"question": "Q?", "answers": {"start": [1]}})])
     with pytest.raises(DataError, match=r"odd\.jsonl:1: .*field 'answers' is an object with keys \['start'\]"):
         load_dataset(tmp_path / "odd.jsonl")

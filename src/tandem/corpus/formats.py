@@ -167,7 +167,8 @@ def parse_flashrag(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
 
 
 def parse_simple_qa(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
-    """Plain QA records such as Bamboogle's: question + answer(s), id optional (idx or a hash). The answers may
+    """Plain QA records such as Bamboogle's: question + answer(s), id optional (``id``, ``_id``, ``qid``, ``idx``,
+    else a hash of the question). The answers may
     also come as SQuAD writes them (``{"text": [...], "answer_start": [...]}``) or as TriviaQA does
     (``{"value", "aliases"}``); a ``context`` text (SQuAD's paragraph, titled by ``title``) is the question's
     gold passage."""
@@ -176,7 +177,7 @@ def parse_simple_qa(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
     if rec.get(key) is None:
         raise MissingField("missing required field 'answer'")
     answers = answer_texts(rec[key], key)
-    qid = rec.get("id", rec.get("idx", doc_id_for("q", question)))
+    qid = next((rec[k] for k in ("id", "_id", "qid", "idx") if rec.get(k) is not None), doc_id_for("q", question))
     passages = []
     if isinstance(rec.get("context"), str) and rec["context"].strip():
         title = rec.get("title") if isinstance(rec.get("title"), str) else ""
@@ -186,7 +187,8 @@ def parse_simple_qa(rec: dict[str, Any]) -> tuple[Question, list[Document]]:
 
 def answer_texts(raw: Any, key: str) -> list[Any]:
     """The gold answers of a ``raw`` answer field: a text (or number), a list of them, SQuAD's ``{"text": [...]}``
-    or TriviaQA's ``{"value", "aliases"}``; repeats dropped. Anything else is a MissingField naming the field."""
+    or TriviaQA's ``{"value", "aliases"}``; a JSON true / false (StrategyQA) is "yes" / "no", the words the
+    answer prompts and the metrics use; repeats dropped. Anything else is a MissingField naming the field."""
     if isinstance(raw, dict):
         if "text" in raw:
             raw = raw["text"]
@@ -199,7 +201,7 @@ def answer_texts(raw: Any, key: str) -> list[Any]:
     odd = next((a for a in items if isinstance(a, dict | list)), None)
     if odd is not None:
         raise MissingField(f"field {key!r} holds a {type(odd).__name__} where an answer text is expected")
-    return list(dict.fromkeys(a for a in items if a is not None))
+    return list(dict.fromkeys(("yes" if a else "no") if isinstance(a, bool) else a for a in items if a is not None))
 
 
 QAParser = Callable[[dict[str, Any]], tuple[Question, list[Document]]]
