@@ -20,19 +20,22 @@ def test_upload_builds_an_index_in_the_background(tmp_path, index_dir):
     client = TestClient(create_app(engine, max_upload=100_000))
     files = {"curie.md": "# Curie\n\nMarie Curie was born in Warsaw.", "docs.jsonl":
              json.dumps({"id": "v", "title": "Vistula", "text": "The Vistula flows through Warsaw."}) + "\n",
-             "oder.html": "<html><head><title>Oder</title></head><body><p>The <i>Oder</i> flows past Wroclaw.</p></body></html>"}
+             "oder.html": "<html><head><title>Oder</title></head><body><p>The <i>Oder</i> flows past Wroclaw.</p></body></html>",
+             "rivers.csv": 'id,title,text\nw,Warta,"The Warta flows into the Oder, near Kostrzyn."\n'}
     job = client.post("/v1/indexes", json={"name": "mine", "files": files})
     assert job.status_code == 202
     deadline = time.time() + 30
     while (state := client.get(f"/v1/jobs/{job.json()['id']}").json())["state"] not in ("done", "error"):
         assert time.time() < deadline
         time.sleep(0.05)
-    assert state["state"] == "done" and state["passages"] == 3, state
+    assert state["state"] == "done" and state["passages"] == 4, state
     assert "mine" in [i["name"] for i in client.get("/v1/indexes").json()["indexes"]]
     hits = client.post("/v1/retrieve", json={"query": "Vistula", "index": "mine", "k": 1}).json()["hits"]
     assert hits[0]["title"] == "Vistula"
     hits = client.post("/v1/retrieve", json={"query": "Wroclaw", "index": "mine", "k": 1}).json()["hits"]
     assert (hits[0]["title"], hits[0]["text"]) == ("Oder", "The Oder flows past Wroclaw.")  # the page's text, no markup
+    hits = client.post("/v1/retrieve", json={"query": "Kostrzyn", "index": "mine", "k": 1}).json()["hits"]
+    assert hits[0]["text"] == "The Warta flows into the Oder, near Kostrzyn."  # a CSV's quoted cell, comma and all
     assert (tmp_path / "uploads" / "mine" / ".tandem.json").exists()  # the CLI's atomic, marked build
 
 

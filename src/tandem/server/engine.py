@@ -37,8 +37,10 @@ from tandem.types import Question, TraceObserver, observe_traces
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-#: what an upload may be: a text, Markdown or HTML page (read as a folder's files are), or a corpus JSONL
-UPLOAD_SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES, ".jsonl")
+#: uploads read as records (a corpus JSONL, CSV or TSV), not as one document each
+RECORD_SUFFIXES = (".jsonl", ".csv", ".tsv")
+#: what an upload may be: a text, Markdown or HTML page (read as a folder's files are), or a file of records
+UPLOAD_SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES, *RECORD_SUFFIXES)
 #: an upload's file name: a plain name ending in one of UPLOAD_SUFFIXES
 UPLOAD_NAME = r"^[A-Za-z0-9][A-Za-z0-9_. -]{0,127}\.(" + "|".join(x[1:] for x in UPLOAD_SUFFIXES) + ")$"
 MAX_METHODS = 32            # methods kept built (least recently used dropped)
@@ -272,14 +274,14 @@ class Engine:
             with tempfile.TemporaryDirectory(prefix="tandem-upload-") as tmp:
                 job["state"] = "reading"
                 docs = []
-                texts = {f: t for f, t in files.items() if not f.lower().endswith(".jsonl")}
+                texts = {f: t for f, t in files.items() if not f.lower().endswith(RECORD_SUFFIXES)}
                 if texts:
                     for fname, text in texts.items():
                         (Path(tmp) / fname).write_text(text, encoding="utf-8")
                     docs += load_corpus(Path(tmp), format="folder")
                 for fname, text in files.items():
-                    if fname.lower().endswith(".jsonl"):
-                        path = Path(tmp) / "jsonl" / fname
+                    if fname.lower().endswith(RECORD_SUFFIXES):
+                        path = Path(tmp) / "records" / fname
                         path.parent.mkdir(exist_ok=True)
                         path.write_text(text, encoding="utf-8")
                         docs += load_corpus(path)
