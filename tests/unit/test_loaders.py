@@ -200,6 +200,8 @@ def test_squad_and_triviaqa_answer_layouts_give_their_texts_and_squads_context_i
                                          json.dumps({"qid": "s2", "question": "Is Beta in Alpha?", "answer": False})])
     strategy = load_dataset(tmp_path / "strategy.jsonl").questions
     assert [(q.id, q.answers) for q in strategy] == [("s1", ("yes",)), ("s2", ("no",))]  # StrategyQA's qid and booleans
+    _write(tmp_path / "v2.jsonl", [json.dumps(squad), json.dumps({**squad, "id": "u1", "answers": {"text": [], "answer_start": []}})])
+    assert any("1 of 2 questions have no gold answer (first: 'u1'" in note for note in load_dataset(tmp_path / "v2.jsonl").notes)
     _write(tmp_path / "odd.jsonl", [json.dumps({"question": "Q?", "answers": {"start": [1]}})])
     with pytest.raises(DataError, match=r"odd\.jsonl:1: .*field 'answers' is an object with keys \['start'\]"):
         load_dataset(tmp_path / "odd.jsonl")

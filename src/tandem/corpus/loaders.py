@@ -128,6 +128,10 @@ def load_dataset(
     dataset.skipped = stats.skipped
     if stats.skipped:
         dataset.notes.append(f"skipped {stats.skipped} bad records; first: {stats.first_error}")
+    unanswered = [q.id for q in questions if not q.answers]
+    if unanswered:
+        dataset.notes.append(f"{len(unanswered)} of {len(questions)} questions have no gold answer (first: "
+                             f"{unanswered[0]!r}; e.g. SQuAD 2.0's unanswerable ones): EM and F1 score them 0")
     return dataset
 
 
