@@ -184,6 +184,9 @@ def test_csv_and_tsv_tables_read_as_records_and_bad_rows_name_their_line(tmp_pat
         with pytest.raises(DataError, match=message):
             load_corpus(tmp_path / name)
     assert [d.id for d in load_corpus(tmp_path / "cells.csv", skip_bad=True)] == ["a"]
+    (tmp_path / "sheet.xlsx").write_bytes(b"PK\x03\x04\x14\x00 a spreadsheet \xff")
+    with pytest.raises(DataError, match=r"sheet\.xlsx: not a kind of file tandem reads \(\.xlsx\).*save a spreadsheet as CSV"):
+        load_corpus(tmp_path / "sheet.xlsx")
 
 
 def test_squad_and_triviaqa_answer_layouts_give_their_texts_and_squads_context_is_the_gold_passage(tmp_path: Path):

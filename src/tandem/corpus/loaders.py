@@ -15,7 +15,7 @@ from typing import Any
 from tandem.corpus.chunking import chunk_text
 from tandem.corpus.files import FolderScan, read_file, readable_suffixes, scan_folder
 from tandem.corpus.formats import QA_FORMATS, TEXT_KEYS, MissingField, detect_record, parse_corpus_record
-from tandem.corpus.sources import is_hf_saved, is_hf_spec, iter_records
+from tandem.corpus.sources import RECORD_SUFFIXES, is_hf_saved, is_hf_spec, iter_records, record_suffix
 from tandem.errors import DataError
 from tandem.io import ReadStats
 from tandem.types import Document, Question, doc_id_for
@@ -63,6 +63,10 @@ def sniff_format(path: str | Path) -> str:
                             "answer(s); a corpus as one JSON object maps each title to a text or a list of sentences; "
                             "or pass --format", str(path), 1)
         return fmt
+    if isinstance(path, Path) and record_suffix(path) not in RECORD_SUFFIXES + readable_suffixes():
+        raise DataError(f"not a kind of file tandem reads ({record_suffix(path) or 'no suffix'}): a corpus or dataset is "
+                        "JSON Lines, JSON, CSV, TSV or Parquet, or a folder of text, Markdown, HTML or PDF files (save a "
+                        "spreadsheet as CSV, a word-processor file as PDF or text)", str(path))
     if stats.first_error is not None:
         raise DataError(f"no readable record (the first bad one: {stats.first_error})", str(path))
     raise DataError("file holds no records", str(path))

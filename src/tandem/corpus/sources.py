@@ -36,6 +36,9 @@ HF_PREFIX = "hf:"
 PARQUET_SUFFIXES = (".parquet", ".pq")
 #: a table's suffix (before any .gz) -> its delimiter
 TABLE_DELIMITERS = {".csv": ",", ".tsv": "\t"}
+#: the suffixes of the files of records this module reads (a .gz of each too); a file of another suffix is
+#: still tried as JSON Lines
+RECORD_SUFFIXES = (".jsonl", ".json", ".ndjson", *TABLE_DELIMITERS, *PARQUET_SUFFIXES)
 #: columns whose cell may hold a JSON array, read as that list (several gold answers in one cell)
 LIST_COLUMNS = ("answers", "golden_answers")
 #: the longest cell a table may hold (the csv module's default, 128 KiB, is shorter than some documents)
@@ -69,8 +72,8 @@ def iter_records(path: str | Path, *, skip_bad: bool = False, stats: ReadStats |
         yield from _rows(_load_hf_saved(path, None, str(path)))
     elif path.suffix.lower() in PARQUET_SUFFIXES:
         yield from _parquet_rows(path)
-    elif _table_suffix(path) in TABLE_DELIMITERS:
-        yield from _table_rows(path, TABLE_DELIMITERS[_table_suffix(path)], skip_bad, stats)
+    elif record_suffix(path) in TABLE_DELIMITERS:
+        yield from _table_rows(path, TABLE_DELIMITERS[record_suffix(path)], skip_bad, stats)
     elif is_json_array_file(path):
         yield from read_json_records(path, skip_bad=skip_bad, stats=stats)
     else:
@@ -138,8 +141,8 @@ def _object_records(obj: dict[str, Any], path: Path) -> Records:
 
 # --- CSV and TSV ----------------------------------------------------------------------------------
 
-def _table_suffix(path: Path) -> str:
-    """The suffix that names a table's kind: ``.csv`` for ``x.csv`` and ``x.csv.gz``."""
+def record_suffix(path: Path) -> str:
+    """The suffix that names a file's kind, a ``.gz`` looked through: ``.csv`` for ``x.csv`` and ``x.csv.gz``."""
     suffixes = [s.lower() for s in path.suffixes]
     return suffixes[-2] if len(suffixes) > 1 and suffixes[-1] == ".gz" else (suffixes[-1] if suffixes else "")
 
@@ -171,7 +174,7 @@ def _table_rows(path: Path, delimiter: str, skip_bad: bool, stats: ReadStats) ->
                     continue
                 yield start, {name: _cell(name, cell) for name, cell in zip(names, row, strict=True) if cell != ""}
         except csv.Error as exc:  # e.g. a quote never closed: the row it opens in
-            raise DataError(f"malformed {_table_suffix(path)[1:].upper()} ({exc})", str(path), end + 1) from exc
+            raise DataError(f"malformed {record_suffix(path)[1:].upper()} ({exc})", str(path), end + 1) from exc
 
 
 def _text_lines(handle: Iterable[bytes], path: Path) -> Iterator[str]:
