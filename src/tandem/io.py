@@ -94,6 +94,15 @@ def json_problem(exc: Exception) -> str:
     return "malformed JSON (nested too deeply to read)"
 
 
+def decode_line(raw: bytes, line_no: int, path: Path) -> str:
+    """One line of a user's text file as text (a byte-order mark may open line 1 only); a byte that is not UTF-8
+    is a DataError naming the file, the line and the byte."""
+    try:
+        return raw.decode(UTF8_BOM if line_no == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"not valid UTF-8 (byte {exc.start} of the line)", str(path), line_no) from exc
+
+
 def read_jsonl(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | None = None) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield (line number, object) from a JSONL file (optionally .gz).
 
@@ -109,9 +118,9 @@ def read_jsonl(path: str | Path, *, skip_bad: bool = False, stats: ReadStats | N
     with handle, unpacking(path):
         for line_no, raw in enumerate(handle, start=1):
             try:
-                text = raw.decode(UTF8_BOM if line_no == 1 else "utf-8")  # a byte-order mark starts line 1 only
-            except UnicodeDecodeError as exc:
-                stats.skip_or_raise(DataError(f"not valid UTF-8 (byte {exc.start} of the line)", str(path), line_no), skip_bad)
+                text = decode_line(raw, line_no, path)
+            except DataError as exc:
+                stats.skip_or_raise(exc, skip_bad)
                 continue
             if not text.strip():
                 continue

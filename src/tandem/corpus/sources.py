@@ -12,7 +12,7 @@ import codecs
 import csv
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from tandem.io import (
     SURROGATE,
     UTF8_BOM,
     ReadStats,
+    decode_line,
     is_json_array_file,
     json_problem,
     lone_surrogate,
@@ -124,8 +125,9 @@ RECORD_KEYS = frozenset({"question", "answer", "answers", "title", "text", "cont
 def is_title_map(obj: dict[str, Any]) -> bool:
     """A corpus as one JSON object: every value a text, or a list of sentences (HippoRAG v1 style), and no key a
     record's field (:data:`RECORD_KEYS`)."""
-    return bool(obj) and not RECORD_KEYS & set(obj) and all(isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v))
-                             for v in obj.values())
+    if not obj or RECORD_KEYS & set(obj):
+        return False
+    return all(isinstance(v, str) or (isinstance(v, list) and all(isinstance(s, str) for s in v)) for v in obj.values())
 
 
 def _object_records(obj: dict[str, Any], path: Path) -> Records:
@@ -154,7 +156,8 @@ def _table_rows(path: Path, delimiter: str, skip_bad: bool, stats: ReadStats) ->
     is that list. A row with more or fewer cells than the header is bad input naming its line."""
     csv.field_size_limit(max(csv.field_size_limit(), MAX_CELL))
     with open_bytes(path) as raw, unpacking(path):
-        reader = csv.reader(_text_lines(raw, path), delimiter=delimiter, strict=True)
+        lines = (decode_line(line, number, path) for number, line in enumerate(raw, start=1))
+        reader = csv.reader(lines, delimiter=delimiter, strict=True)
         end = 0  # the last line of the rows read so far
         try:
             header = next(reader, None)
@@ -175,16 +178,6 @@ def _table_rows(path: Path, delimiter: str, skip_bad: bool, stats: ReadStats) ->
                 yield start, {name: _cell(name, cell) for name, cell in zip(names, row, strict=True) if cell != ""}
         except csv.Error as exc:  # e.g. a quote never closed: the row it opens in
             raise DataError(f"malformed {record_suffix(path)[1:].upper()} ({exc})", str(path), end + 1) from exc
-
-
-def _text_lines(handle: Iterable[bytes], path: Path) -> Iterator[str]:
-    """The lines of a text file, each decoded alone so that a byte that is not UTF-8 is named by its line (a
-    byte-order mark may open line 1)."""
-    for number, raw in enumerate(handle, start=1):
-        try:
-            yield raw.decode(UTF8_BOM if number == 1 else "utf-8")
-        except UnicodeDecodeError as exc:
-            raise DataError(f"not valid UTF-8 (byte {exc.start} of the line)", str(path), number) from exc
 
 
 def _cell(name: str, cell: str) -> Any:
