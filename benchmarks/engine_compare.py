@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tandem.llm import LLMRequest, load_llm
 from tandem.llm.ladder import gguf_path
+from tandem.llm.options import parse_pairs
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "hotpotqa" / "dev500.jsonl"
 
@@ -56,7 +57,7 @@ def main() -> None:
     row = rows[args.question]
     engines = {"openvino": load_llm(f"local:{args.model}", num_threads=args.threads)}
     for variant in args.ov_variant:
-        options = {k: json.loads(v) for k, v in (item.split("=", 1) for item in variant.split(","))}
+        options = parse_pairs(variant.split(","), "--ov-variant")  # typed as --llm-opt's values
         engines[f"openvino {variant}"] = load_llm(f"local:{args.model}", num_threads=args.threads, **options)
     path = str(gguf_path(args.model))
     for nb in args.n_batch:

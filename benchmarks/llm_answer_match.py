@@ -31,6 +31,7 @@ def main() -> None:
 
     from tandem.llm import LLMRequest, load_llm
     from tandem.llm.base import LLM
+    from tandem.llm.options import parse_pairs
 
     print(subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)
     rows = [json.loads(line) for line in DATASET.read_text().splitlines()][args.offset:args.offset + args.questions]
@@ -55,7 +56,7 @@ def main() -> None:
         cache.parent.mkdir(exist_ok=True)
         cache.write_text(json.dumps(base))
     for variant in args.variants:
-        opts = dict(kv.split("=", 1) for kv in variant.split(",")) if variant else {}
+        opts = parse_pairs(variant.split(","), "a variant") if variant else {}  # typed as --llm-opt's values
         llm = load_llm("local", engine="openvino", num_threads=1, **opts)
         out, seconds = replies(llm)
         llm.close()

@@ -111,10 +111,11 @@ def peak_precision(hw: dict[str, float]) -> str:
 
 def load_engine(model: str, engine: str, vllm_url: str | None, ov_opts: Sequence[str] = ()) -> Any:
     from tandem.llm import load_llm
+    from tandem.llm.options import parse_pairs
 
     if engine == "vllm":
         return load_llm(f"openai:smollm2@{vllm_url}", max_concurrency=16, json_mode="schema")
-    opts = dict(o.split("=", 1) for o in ov_opts) if engine == "openvino" else {}
+    opts = parse_pairs(ov_opts, "--ov-opt") if engine == "openvino" else {}  # typed as --llm-opt's values
     return load_llm(f"local:{model}", engine=engine, **opts)
 
 
@@ -156,8 +157,10 @@ def ensure_index(folder: Path) -> Path:
 
 def method_seconds(method: str, llm_spec: str, llm_opts: list[str], index: Path, questions: int,
                    concurrency: int) -> dict[str, Any]:
-    """Wall seconds per question of ``tandem eval qa``, the run's fallback rate and the share of its prompt
-    tokens the engine's prefix cache served (``reused``; None where the backend reports none)."""
+    """Wall seconds per question of ``tandem eval qa`` (process start and model load included), each
+    question's own mean latency (``latency_s``: without them; at concurrency 1 the time a question takes once
+    the model is loaded), the run's fallback rate and the share of its prompt tokens the engine's prefix cache
+    served (``reused``; None where the backend reports none)."""
     with tempfile.TemporaryDirectory() as out:
         cmd = [sys.executable, "-m", "tandem.cli", "eval", "qa", "--method", method, "--dataset", str(DATASET),
                "--index", str(index), "--limit", str(questions), "--concurrency", str(concurrency),
@@ -171,7 +174,7 @@ def method_seconds(method: str, llm_spec: str, llm_opts: list[str], index: Path,
             text = (done.stderr or done.stdout).strip()
             return {"error": " ".join(text[text.rfind("error:"):].split()) if "error:" in text else text[-500:]}
         metrics = json.loads((Path(out) / "run" / "metrics.json").read_text())
-    return {"s_per_q": wall / questions, "wall_s": wall, "em": metrics.get("em"), "f1": metrics.get("f1"),
+    return {"s_per_q": wall / questions, "latency_s": metrics.get("seconds_per_q"), "wall_s": wall, "em": metrics.get("em"), "f1": metrics.get("f1"),
             "fallback_rate": metrics.get("fallback_rate"), "errors": metrics.get("errors"),
             "reused": metrics.get("reused_token_share")}
 
@@ -271,8 +274,9 @@ def op_profile(model: str, ov_opts: Sequence[str], steps: int = 100, top: int = 
     import openvino as ov
 
     from tandem.llm.local import load_local
+    from tandem.llm.options import parse_pairs
 
-    llm = load_local(model, **dict(o.split("=", 1) for o in ov_opts))
+    llm = load_local(model, **parse_pairs(ov_opts, "--ov-opt"))
     xml, note, threads = Path(llm.path) / "openvino_model.xml", llm.engine_note, llm.threads
     llm.close()
     precision = "f32" if "dtype=float32" in note else None

@@ -3,6 +3,7 @@
 one JSON line per setting: seconds, tokens, tok/s and the replies (the same replies are the condition).
 
     python benchmarks/speculative.py [--main qwen2.5-coder-1.5b] [--draft qwen2.5-coder-0.5b] [--draft-tokens 4]
+    python benchmarks/speculative.py --dtype bf16     # bf16 compute, u8 KV cache (the 1.5B's default where the CPU has bf16)
 
 Both models come from the ladder (``tandem llm get NAME --prepare``); the pair must share a tokenizer.
 """
@@ -41,6 +42,8 @@ def main() -> None:
     parser.add_argument("--draft-tokens", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--dtype", choices=("f32", "bf16"), default="f32",
+                        help="compute precision of both models (bf16: KV cache u8, as the engine's bf16 default)")
     args = parser.parse_args()
 
     import openvino_genai as ovg
@@ -56,7 +59,8 @@ def main() -> None:
     prompts = [tokenizer(tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
                                                        tokenize=False), add_special_tokens=False)["input_ids"]
                for p in PROMPTS]
-    props = {"INFERENCE_NUM_THREADS": args.threads, "INFERENCE_PRECISION_HINT": "f32", "KV_CACHE_PRECISION": "f32"}
+    props = {"INFERENCE_NUM_THREADS": args.threads, "INFERENCE_PRECISION_HINT": args.dtype,
+             "KV_CACHE_PRECISION": "f32" if args.dtype == "f32" else "u8"}
     results = {}
     for mode in ("alone", "draft", "alone", "draft"):  # alternated: a loaded machine weighs on both alike
         scheduler = ovg.SchedulerConfig()
@@ -80,7 +84,7 @@ def main() -> None:
         texts = [tokenizer.decode(r, skip_special_tokens=True) for r in replies]
         same = None if mode == "alone" or "alone" not in results else texts == results["alone"]
         results[mode] = texts
-        print(json.dumps({"mode": mode, "load_s": round(load, 1), "seconds": round(seconds, 1), "tokens": n,
+        print(json.dumps({"mode": mode, "dtype": args.dtype, "load_s": round(load, 1), "seconds": round(seconds, 1), "tokens": n,
                           "tok_s": round(n / seconds, 2), "same_replies_as_alone": same}))
 
 
