@@ -42,6 +42,19 @@ def test_naive_rag_reads_top_k(search):
     assert ans.text == "Vistula"
 
 
+def test_naive_rag_can_put_the_best_document_next_to_the_question(search, small_docs):
+    titles = {d.id: d.title for d in small_docs}
+    shown = {}
+    for order in ("best_first", "best_last"):
+        llm = FakeLLM(responses=["Vistula"])
+        ans = build_method("naive_rag", llm, search, k=3, doc_order=order).answer(QUESTION)
+        ranked = [h.doc_id for h in ans.trace.steps[0].hits]
+        assert ans.trace.docs_read == ranked  # the trace keeps the ranking either way
+        prompt = llm.calls[0].last_user
+        shown[order] = sorted(ranked, key=lambda d: prompt.index(f"] {titles[d]}: "))
+    assert shown["best_first"] == ranked and shown["best_last"] == ranked[::-1]
+
+
 def test_the_yes_no_style_asks_a_yes_no_question_for_a_verdict_and_every_other_as_before(search):
     verdict = Question("q2", "Were Scott Derrickson and Ed Wood of the same nationality?", ("yes",))
     for style, question, instruction in (("instruction_yes_no", verdict, YES_NO_INSTRUCTION),

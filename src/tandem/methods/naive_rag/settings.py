@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -17,3 +17,6 @@ class NaiveRAGSettings(ReadSettings):
 
     temperature: float = temperature_setting()
     max_tokens: int = Field(32, ge=1, description="answer tokens")
+    doc_order: Literal["best_first", "best_last"] = Field(
+        "best_first", description="the documents' order in the prompt: the best-ranked first (the papers'), or "
+                                  "last, next to the question (docs/methods/baselines.md)")
