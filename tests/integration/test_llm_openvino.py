@@ -292,7 +292,7 @@ def test_a_run_records_the_engine_that_answered(tmp_path: Path) -> None:
     config = json.loads((out / "config.json").read_text())
     assert config["llm"]["options"] == {}  # nothing given on the command line ...
     note = config["notes"]["llm_engine"]  # ... yet the run says what answered
-    dtype = local.default_dtype(local.default_model())  # SmolLM2's fast_dtype where the CPU computes bf16
+    dtype = local.default_dtype(local.default_model())  # the model's fast_dtype where the CPU computes it
     kv = "float32" if dtype == "float32" else local.DEFAULT_KV_CACHE
     assert note.startswith("openvino ") and "-ov-q4_1-" in note and f"dtype={dtype}," in note and f"kv_cache={kv}," in note
     assert "dynamic_quantization=0" in note
