@@ -55,6 +55,16 @@ def test_naive_rag_can_put_the_best_document_next_to_the_question(search, small_
     assert shown["best_first"] == ranked and shown["best_last"] == ranked[::-1]
 
 
+def test_naive_rag_can_state_the_question_before_the_documents_too(search):
+    for first in (False, True):
+        llm = FakeLLM(responses=["Vistula"])
+        build_method("naive_rag", llm, search, k=2, question_first=first).answer(QUESTION)
+        prompt = llm.calls[0].last_user
+        asked = [i for i in range(len(prompt)) if prompt.startswith(f"Question: {QUESTION.text}", i)]
+        assert len(asked) == (2 if first else 1) and asked[-1] > prompt.index("[2]")
+        assert (asked[0] < prompt.index("[1]")) is first
+
+
 def test_the_yes_no_style_asks_a_yes_no_question_for_a_verdict_and_every_other_as_before(search):
     verdict = Question("q2", "Were Scott Derrickson and Ed Wood of the same nationality?", ("yes",))
     for style, question, instruction in (("instruction_yes_no", verdict, YES_NO_INSTRUCTION),

@@ -65,12 +65,13 @@ def answer_style(llm: Any) -> str:
 
 
 def brief_answer_messages(question: str, docs: Sequence[Document] = (), notes: str = "",
-                          style: str = "instruction") -> list[Message]:
+                          style: str = "instruction", question_first: bool = False) -> list[Message]:
     """The answer prompt shared by Direct, NativeRAG, Oracle and IRCoT's fallback answer: the documents, notes
     and question, then :data:`BRIEF_INSTRUCTION` (``style="instruction"``, one user turn; with
     ``"instruction_yes_no"``, :data:`YES_NO_INSTRUCTION` where the question :func:`asks_yes_or_no`) or a
-    system prompt (``"system"``, :data:`BRIEF_SYSTEM`), and the ``Answer:`` cue."""
-    parts = []
+    system prompt (``"system"``, :data:`BRIEF_SYSTEM`), and the ``Answer:`` cue. ``question_first`` states
+    the question before the documents as well, so the model reads them knowing what is asked."""
+    parts = [f"Question: {question}"] if question_first and (docs or notes) else []
     if docs:
         parts.append("Use these documents to answer.\n" + format_docs(docs))
     if notes:

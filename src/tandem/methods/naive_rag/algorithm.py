@@ -24,7 +24,7 @@ class NaiveRAG:
         s = settings or NaiveRAGSettings()
         self.llm, self.search, self.k, self.candidates = llm, search, s.k, s.candidates
         self.reranker, self.temperature, self.max_tokens = reranker, s.temperature, s.max_tokens
-        self.best_last = s.doc_order == "best_last"
+        self.best_last, self.question_first = s.doc_order == "best_last", s.question_first
 
     def answer(self, question: Question) -> Answer:
         trace = Trace()
@@ -34,8 +34,8 @@ class NaiveRAG:
         trace.read([d.id for d in docs])
         answer_step = trace.add(Step("answer"))
         shown = docs[::-1] if self.best_last else docs  # best_last: the best-ranked document next to the question
-        text = call_llm(self.llm, answer_step, "answer", brief_answer_messages(question.text, shown, style=answer_style(self.llm)),
-                        max_tokens=self.max_tokens, temperature=self.temperature)
+        messages = brief_answer_messages(question.text, shown, style=answer_style(self.llm), question_first=self.question_first)
+        text = call_llm(self.llm, answer_step, "answer", messages, max_tokens=self.max_tokens, temperature=self.temperature)
         return Answer(question.id, clean_answer(text), trace, self.name)
 
 

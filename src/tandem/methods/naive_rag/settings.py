@@ -20,3 +20,6 @@ class NaiveRAGSettings(ReadSettings):
     doc_order: Literal["best_first", "best_last"] = Field(
         "best_first", description="the documents' order in the prompt: the best-ranked first (the papers'), or "
                                   "last, next to the question (docs/methods/baselines.md)")
+    question_first: bool = Field(
+        False, description="state the question before the documents as well as after them "
+                           "(docs/methods/baselines.md)")
