@@ -11,10 +11,12 @@ from tandem.errors import ConfigError
 from tandem.methods.answers import (
     ANSWER_MARKER,
     BRIEF_INSTRUCTION,
+    CHOICE_INSTRUCTION,
     YES_NO_INSTRUCTION,
     asks_yes_or_no,
     extract_answer,
     first_sentence,
+    reasoned_answer,
 )
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Question
@@ -63,6 +65,25 @@ def test_naive_rag_can_state_the_question_before_the_documents_too(search):
         asked = [i for i in range(len(prompt)) if prompt.startswith(f"Question: {QUESTION.text}", i)]
         assert len(asked) == (2 if first else 1) and asked[-1] > prompt.index("[2]")
         assert (asked[0] < prompt.index("[1]")) is first
+
+
+def test_reason_choices_asks_a_choice_for_facts_first_and_reads_the_answer_after_the_marker(search):
+    choice = Question("q3", "Who was born first, Emma Bull or Virginia Woolf?", ("Virginia Woolf",))
+    reply = f"Emma Bull was born in 1954.\nVirginia Woolf was born in 1882.\n{ANSWER_MARKER} Virginia Woolf."
+    for style, question, reasoned in (("instruction_yes_no", choice, True), ("instruction", choice, True),
+                                      ("system", choice, False), ("instruction_yes_no", QUESTION, False)):
+        llm = FakeLLM(responses=[reply if reasoned else "Vistula"])
+        llm.answer_style = style
+        ans = build_method("naive_rag", llm, search, k=2, reason_choices=True).answer(question)
+        req = llm.calls[0]
+        assert req.last_user.endswith(CHOICE_INSTRUCTION) is reasoned
+        assert (req.max_tokens >= 128) is reasoned  # room for the facts before the answer
+        assert ans.text == ("Virginia Woolf" if reasoned else "Vistula")
+    llm = FakeLLM(responses=["Vistula"])  # off by default: the few-words prompt
+    build_method("naive_rag", llm, search, k=2).answer(choice)
+    assert llm.calls[0].last_user.endswith(f"{BRIEF_INSTRUCTION}\nAnswer:")
+    # a reply cut before its marker: its last line
+    assert reasoned_answer("Emma Bull was born in 1954.\nVirginia Woolf") == "Virginia Woolf"
 
 
 def test_the_yes_no_style_asks_a_yes_no_question_for_a_verdict_and_every_other_as_before(search):

@@ -42,6 +42,12 @@ BRIEF_SYSTEM = (
     "'yes' or 'no'."
 )
 ANSWER_STYLES: tuple[str, ...] = get_args(AnswerStyle)
+#: ``reason_choices``: the instruction for a question that offers a choice between two named things, in place
+#: of the few-words one - a line of facts first, then the marker (docs/methods/baselines.md, "Choice questions")
+CHOICE_INSTRUCTION = ("Think briefly: write one short line with the relevant fact about each of the two, then "
+                      f'"{ANSWER_MARKER}" and the answer in a few words (a name, not a sentence).')
+#: the answer tokens a reasoned reply may take (its facts, the marker and the answer)
+REASONING_TOKENS = 128
 
 # a question that opens with an auxiliary verb asks yes or no, unless it offers a choice ("Is X or Y older?")
 _AUXILIARY = re.compile(r"^\W*(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|"
@@ -57,6 +63,28 @@ def asks_yes_or_no(question: str) -> bool:
     return bool(_AUXILIARY.match(question)) and not _CHOICE.search(question)
 
 
+def offers_a_choice(question: str) -> bool:
+    """Whether ``question`` offers a choice with "or" ("Who was born first, Emma Bull or Virginia Woolf?", "Is
+    Gasherbrum II or Nuptse closer to Everest?"). On dev500 it picks 119 of questions 250-499 (comparison) and
+    5 of 0-249, none of MuSiQue-100 or NQ-open's first 100."""
+    return bool(_CHOICE.search(question))
+
+
+def reasons_choice(question: str, style: str, enabled: bool) -> bool:
+    """Whether the brief answer prompt asks ``question`` with :data:`CHOICE_INSTRUCTION`: ``reason_choices`` on,
+    an instruction style (not SmolLM2's ``system``) and a question that :func:`offers_a_choice`."""
+    return enabled and style != "system" and offers_a_choice(question)
+
+
+def reasoned_answer(text: str) -> str:
+    """The answer of a reasoned reply: after its marker, else its last line (a reply cut before the marker)."""
+    found = extract_answer(text)
+    if found is not None:
+        return found
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return clean_answer(lines[-1]) if lines else ""
+
+
 def answer_style(llm: Any) -> str:
     """The answer prompt's style for ``llm``: the model's own (``answer_style``, set by the local backend from
     its ladder entry or ``--llm-opt answer_style=``), else ``instruction``."""
@@ -65,12 +93,15 @@ def answer_style(llm: Any) -> str:
 
 
 def brief_answer_messages(question: str, docs: Sequence[Document] = (), notes: str = "",
-                          style: str = "instruction", question_first: bool = False) -> list[Message]:
+                          style: str = "instruction", question_first: bool = False,
+                          reason_choices: bool = False) -> list[Message]:
     """The answer prompt shared by Direct, NativeRAG, Oracle and IRCoT's fallback answer: the documents, notes
     and question, then :data:`BRIEF_INSTRUCTION` (``style="instruction"``, one user turn; with
     ``"instruction_yes_no"``, :data:`YES_NO_INSTRUCTION` where the question :func:`asks_yes_or_no`) or a
     system prompt (``"system"``, :data:`BRIEF_SYSTEM`), and the ``Answer:`` cue. ``question_first`` states
-    the question before the documents as well, so the model reads them knowing what is asked."""
+    the question before the documents as well, so the model reads them knowing what is asked; with
+    ``reason_choices`` a question that offers a choice ends :data:`CHOICE_INSTRUCTION` (:func:`reasons_choice`;
+    read the reply with :func:`reasoned_answer`)."""
     parts = [f"Question: {question}"] if question_first and (docs or notes) else []
     if docs:
         parts.append("Use these documents to answer.\n" + format_docs(docs))
@@ -79,6 +110,9 @@ def brief_answer_messages(question: str, docs: Sequence[Document] = (), notes: s
     if style == "system":
         parts.append(f"Question: {question}\nAnswer:")
         return [Message("system", BRIEF_SYSTEM), Message("user", "\n\n".join(parts))]
+    if reasons_choice(question, style, reason_choices):
+        parts.append(f"Question: {question}\n{CHOICE_INSTRUCTION}")
+        return [Message("user", "\n\n".join(parts))]
     verdict = style == "instruction_yes_no" and asks_yes_or_no(question)
     parts.append(f"Question: {question}\n{YES_NO_INSTRUCTION if verdict else BRIEF_INSTRUCTION}\nAnswer:")
     return [Message("user", "\n\n".join(parts))]

@@ -5,7 +5,14 @@ both are settings here, with deterministic decoding by default)."""
 from __future__ import annotations
 
 from tandem.llm.base import LLM
-from tandem.methods.answers import answer_style, brief_answer_messages, clean_answer
+from tandem.methods.answers import (
+    REASONING_TOKENS,
+    answer_style,
+    brief_answer_messages,
+    clean_answer,
+    reasoned_answer,
+    reasons_choice,
+)
 from tandem.methods.base import Search, call_llm, search_reranked
 from tandem.methods.naive_rag.settings import NaiveRAGSettings
 from tandem.methods.parts import searching_with_reranker
@@ -24,7 +31,7 @@ class NaiveRAG:
         s = settings or NaiveRAGSettings()
         self.llm, self.search, self.k, self.candidates = llm, search, s.k, s.candidates
         self.reranker, self.temperature, self.max_tokens = reranker, s.temperature, s.max_tokens
-        self.best_last, self.question_first = s.doc_order == "best_last", s.question_first
+        self.best_last, self.question_first, self.reason_choices = s.doc_order == "best_last", s.question_first, s.reason_choices
 
     def answer(self, question: Question) -> Answer:
         trace = Trace()
@@ -34,9 +41,13 @@ class NaiveRAG:
         trace.read([d.id for d in docs])
         answer_step = trace.add(Step("answer"))
         shown = docs[::-1] if self.best_last else docs  # best_last: the best-ranked document next to the question
-        messages = brief_answer_messages(question.text, shown, style=answer_style(self.llm), question_first=self.question_first)
-        text = call_llm(self.llm, answer_step, "answer", messages, max_tokens=self.max_tokens, temperature=self.temperature)
-        return Answer(question.id, clean_answer(text), trace, self.name)
+        style = answer_style(self.llm)
+        reasoned = reasons_choice(question.text, style, self.reason_choices)  # a choice: facts first, then the answer
+        messages = brief_answer_messages(question.text, shown, style=style, question_first=self.question_first,
+                                         reason_choices=self.reason_choices)
+        text = call_llm(self.llm, answer_step, "answer", messages, temperature=self.temperature,
+                        max_tokens=max(self.max_tokens, REASONING_TOKENS) if reasoned else self.max_tokens)
+        return Answer(question.id, reasoned_answer(text) if reasoned else clean_answer(text), trace, self.name)
 
 
 METHODS.register("naive_rag", settings=NaiveRAGSettings, needs=("index",))(searching_with_reranker("naive_rag", NaiveRAG))

@@ -23,3 +23,6 @@ class NaiveRAGSettings(ReadSettings):
     question_first: bool = Field(
         False, description="state the question before the documents as well as after them "
                            "(docs/methods/baselines.md)")
+    reason_choices: bool = Field(
+        False, description="a question that offers a choice (\"A or B?\") is asked for a line of facts, then "
+                           "the answer (docs/methods/baselines.md, \"Choice questions\")")
