@@ -43,7 +43,7 @@ BRIEF_SYSTEM = (
 )
 ANSWER_STYLES: tuple[str, ...] = get_args(AnswerStyle)
 #: ``reason_choices``: the instruction for a question that offers a choice between two named things, in place
-#: of the few-words one - a line of facts first, then the marker (docs/methods/baselines.md, "Choice questions")
+#: of the few-words one - a line of facts first, then the marker (docs/methods/baselines-measured.md, "Choice questions")
 CHOICE_INSTRUCTION = ("Think briefly: write one short line with the relevant fact about each of the two, then "
                       f'"{ANSWER_MARKER}" and the answer in a few words (a name, not a sentence).')
 #: the answer tokens a reasoned reply may take (its facts, the marker and the answer)

@@ -25,4 +25,4 @@ class NaiveRAGSettings(ReadSettings):
                            "(docs/methods/baselines.md)")
     reason_choices: bool = Field(
         False, description="a question that offers a choice (\"A or B?\") is asked for a line of facts, then "
-                           "the answer (docs/methods/baselines.md, \"Choice questions\")")
+                           "the answer (docs/methods/baselines-measured.md, \"Choice questions\")")
