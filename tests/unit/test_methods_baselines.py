@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from tests.conftest import shared
 
 from tandem.compose import build_method
 from tandem.corpus.loaders import load_dataset
 from tandem.errors import ConfigError
+from tandem.llm.base import LLMResponse
 from tandem.methods.answers import (
     ANSWER_MARKER,
     BRIEF_INSTRUCTION,
     CHOICE_INSTRUCTION,
+    FIRST_TOKENS,
     YES_NO_INSTRUCTION,
     asks_yes_or_no,
     extract_answer,
     first_sentence,
     reasoned_answer,
+    yes_no_margin,
 )
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Question
@@ -96,6 +101,48 @@ def test_the_yes_no_style_asks_a_yes_no_question_for_a_verdict_and_every_other_a
         build_method("naive_rag", llm, search, k=2).answer(question)
         prompt = llm.calls[0].last_user
         assert prompt.endswith(f"Question: {question.text}\n{instruction}\nAnswer:"), (style, prompt)
+
+
+def _first_tokens_reply(*pairs: tuple[str, float]) -> LLMResponse:
+    return LLMResponse(text=pairs[0][0], prompt_tokens=9, completion_tokens=1, latency_s=0.0, finish_reason="length",
+                       model="fake", first_tokens=pairs)
+
+
+def test_yes_no_threshold_answers_a_yes_no_question_by_its_first_token_margin(search):
+    verdict = Question("q2", "Were Scott Derrickson and Ed Wood of the same nationality?", ("yes",))
+    likely_yes = _first_tokens_reply(("Yes", -0.4), ("yes", -1.6), ("No", -2.6), ("no", -3.6))
+    margin = math.log(math.exp(-0.4) + math.exp(-1.6)) - math.log(math.exp(-2.6) + math.exp(-3.6))
+    for threshold, expected in ((margin - 0.01, "yes"), (margin + 0.01, "no")):
+        llm = FakeLLM(responses=[likely_yes], tells_first_tokens=True)
+        llm.answer_style = "instruction_yes_no"
+        ans = build_method("naive_rag", llm, search, k=2, yes_no_threshold=threshold).answer(verdict)
+        assert ans.text == expected  # "Yes" is the likeliest token either way: the margin decides
+        req, step = llm.calls[0], ans.trace.steps[-1]
+        assert len(llm.calls) == 1 and req.first_tokens == FIRST_TOKENS and req.max_tokens == 1
+        assert req.last_user.endswith(f"{YES_NO_INSTRUCTION}\nAnswer:")  # the style's own prompt
+        assert step.notes["yes_no_margin"] == pytest.approx(margin, abs=1e-3)
+        assert [c.outcome for c in step.llm_calls] == ["parsed"]
+    llm = FakeLLM(responses=["Vistula"], tells_first_tokens=True)  # a question that asks no yes or no: a reply
+    ans = build_method("naive_rag", llm, search, k=2, yes_no_threshold=1.0).answer(QUESTION)
+    assert ans.text == "Vistula" and llm.calls[0].first_tokens == 0
+
+
+def test_yes_no_threshold_falls_back_to_the_reply_and_counts_it(search):
+    verdict = Question("q2", "Were Scott Derrickson and Ed Wood of the same nationality?", ("yes",))
+    llm = FakeLLM(responses=[_first_tokens_reply(("Both", -0.2), ("The", -2.0)), "yes"], tells_first_tokens=True)
+    ans = build_method("naive_rag", llm, search, k=2, yes_no_threshold=1.0).answer(verdict)
+    step = ans.trace.steps[-1]
+    assert ans.text == "yes" and [c.outcome for c in step.llm_calls][-1] == "fallback"
+    assert "neither yes nor no" in step.notes["fallbacks"][0] and "yes_no_margin" not in step.notes
+    with pytest.raises(ConfigError, match="yes_no_threshold needs an LLM that tells the probabilities"):
+        build_method("naive_rag", FakeLLM(responses=["yes"]), search, k=2, yes_no_threshold=1.0)
+
+
+def test_the_yes_no_margin_sums_each_sides_forms():
+    assert yes_no_margin([("Yes", math.log(0.5)), (" yes", math.log(0.1)), ("No", math.log(0.2))]) == \
+        pytest.approx(math.log(0.6 / 0.2))
+    assert yes_no_margin([("No", -0.1), ("Maybe", -3.0)]) == -math.inf
+    assert yes_no_margin([("Both", -0.1)]) is None and yes_no_margin([]) is None
 
 
 def test_yes_no_questions_are_told_by_their_words_on_hotpotqa():

@@ -45,7 +45,9 @@ class LLMRequest:
 
     ``json_schema`` asks for a JSON answer following that schema (backends either pass it to the
     server as a structured-output constraint or add an instruction to the prompt). ``seed`` only
-    matters when ``temperature > 0``.
+    matters when ``temperature > 0``. ``first_tokens=k`` asks for the k likeliest first tokens of the
+    reply with their log-probabilities (:attr:`LLMResponse.first_tokens`) rather than a reply; a backend
+    that can says so (:func:`tells_first_tokens`).
     """
 
     messages: tuple[Message, ...]
@@ -54,6 +56,7 @@ class LLMRequest:
     stop: tuple[str, ...] = ()
     json_schema: dict[str, Any] | None = None
     seed: int | None = None
+    first_tokens: int = 0
 
     def __post_init__(self) -> None:
         msgs = tuple(_as_message(m) for m in self.messages)
@@ -64,6 +67,8 @@ class LLMRequest:
         object.__setattr__(self, "stop", tuple(s for s in stop if s))
         if self.max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.first_tokens < 0:
+            raise ConfigError(f"first_tokens must be >= 0, got {self.first_tokens}")
         if self.temperature < 0:
             raise ConfigError(f"temperature must be >= 0, got {self.temperature}")
 
@@ -96,7 +101,7 @@ class LLMRequest:
             "stop": list(self.stop),
             "json_schema": self.json_schema,
             "seed": self.seed,
-        }
+        } | ({"first_tokens": self.first_tokens} if self.first_tokens else {})
 
     def canonical_json(self) -> str:
         """Deterministic JSON of the request (sorted keys, no spaces)."""
@@ -109,7 +114,9 @@ class LLMResponse:
     ``"length"`` (hit ``max_tokens``). Token counts are 0 where a server does not report them.
     ``constrained`` says the backend decoded the reply under the request's JSON schema (a grammar),
     rather than only asking for JSON in the prompt. ``reused_tokens``: prompt tokens taken from the
-    backend's prefix cache rather than computed (0 where it keeps none or does not say)."""
+    backend's prefix cache rather than computed (0 where it keeps none or does not say). ``first_tokens``:
+    for a request with ``first_tokens=k``, the likeliest first tokens of the reply, most likely first, as
+    (token text, natural-log probability) pairs."""
 
     text: str
     prompt_tokens: int
@@ -120,6 +127,7 @@ class LLMResponse:
     cached: bool = False
     constrained: bool = False
     reused_tokens: int = 0
+    first_tokens: tuple[tuple[str, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-ready dict (used for traces and the cache)."""
@@ -133,7 +141,7 @@ class LLMResponse:
             "cached": self.cached,
             "constrained": self.constrained,
             "reused_tokens": self.reused_tokens,
-        }
+        } | ({"first_tokens": [list(pair) for pair in self.first_tokens]} if self.first_tokens else {})
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> LLMResponse:
@@ -148,6 +156,7 @@ class LLMResponse:
             cached=bool(data.get("cached", False)),
             constrained=bool(data.get("constrained", False)),
             reused_tokens=int(data.get("reused_tokens", 0)),
+            first_tokens=tuple((str(token), float(logprob)) for token, logprob in data.get("first_tokens", ())),
         )
 
 
@@ -174,6 +183,12 @@ def constrains_json(llm: object) -> bool:
     as an instruction in the prompt.
     """
     return bool(getattr(llm, "constrains_json", False))
+
+
+def tells_first_tokens(llm: object) -> bool:
+    """Whether ``llm`` answers a request with ``first_tokens=k`` with the k likeliest first tokens of the
+    reply and their log-probabilities (a ``tells_first_tokens`` attribute; :attr:`LLMResponse.first_tokens`)."""
+    return bool(getattr(llm, "tells_first_tokens", False))
 
 
 def batches(llm: object) -> bool:

@@ -39,6 +39,8 @@ class FakeLLM:
     (it does not check the scripted text: scripts decide what the "model" says). ``batches=True``
     makes it report, as a batching engine does, that concurrent requests are computed together
     (methods then send independent calls at once: script them with rules, not a queue).
+    ``tells_first_tokens=True`` makes it report that it answers ``first_tokens`` requests (script those with
+    an :class:`LLMResponse` whose ``first_tokens`` are set).
     """
 
     def __init__(
@@ -53,6 +55,7 @@ class FakeLLM:
         constrains_json: bool = False,
         context_window: int | None = None,
         batches: bool = False,
+        tells_first_tokens: bool = False,
     ) -> None:
         if match not in MATCH_MODES:
             raise ValueError(f"unknown match mode {match!r}; modes: {sorted(MATCH_MODES)}")
@@ -65,6 +68,7 @@ class FakeLLM:
         self.context_window = context_window
         self.constrains_json = constrains_json
         self.batches = batches
+        self.tells_first_tokens = tells_first_tokens
         self.calls: list[LLMRequest] = []
         self._lock = threading.Lock()
 

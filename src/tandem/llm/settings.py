@@ -148,6 +148,8 @@ class FakeSettings(BackendSettings):
     match: Literal["last_user", "prompt"] = Field("last_user", **not_llm_opt("what rules are matched against"))
     name: str = Field("fake", **not_llm_opt("the model's name in traces"))
     batches: bool = Field(False, **not_llm_opt("report that concurrent requests are computed together"))
+    tells_first_tokens: bool = Field(False, **not_llm_opt("report that it answers first_tokens requests (scripted "
+                                                          "as LLMResponse objects with first_tokens)"))
 
 
 def llm_opt_keys(model: type[Settings]) -> list[str]:

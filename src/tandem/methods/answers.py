@@ -4,14 +4,16 @@ take a short answer out of a reply (:func:`clean_answer`, :func:`first_sentence`
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from typing import Any, get_args
 
-from tandem.llm.base import Message
+from tandem.errors import ConfigError
+from tandem.llm.base import LLMRequest, Message, tells_first_tokens
 from tandem.llm.settings import AnswerStyle
-from tandem.methods.base import format_docs
-from tandem.types import Document
+from tandem.methods.base import format_docs, mark_exchange, record_call
+from tandem.types import Document, Step
 
 #: the chain-of-thought answer marker (IRCoT's; Iter-RetGen, DualRAG's ablation and the demos use it too)
 ANSWER_MARKER = "So the answer is:"
@@ -48,6 +50,10 @@ CHOICE_INSTRUCTION = ("Think briefly: write one short line with the relevant fac
                       f'"{ANSWER_MARKER}" and the answer in a few words (a name, not a sentence).')
 #: the answer tokens a reasoned reply may take (its facts, the marker and the answer)
 REASONING_TOKENS = 128
+#: ``yes_no_threshold``: the likeliest first tokens asked for (the 1.5B puts "Yes", "No", "yes", "no" there)
+FIRST_TOKENS = 4
+#: a margin noted in a trace is clipped to +-this (one side absent from the first tokens: infinite)
+MARGIN_CLIP = 100.0
 
 # a question that opens with an auxiliary verb asks yes or no, unless it offers a choice ("Is X or Y older?")
 _AUXILIARY = re.compile(r"^\W*(?:is|are|was|were|do|does|did|can|could|has|have|had|will|would|should|shall|may|"
@@ -83,6 +89,45 @@ def reasoned_answer(text: str) -> str:
         return found
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return clean_answer(lines[-1]) if lines else ""
+
+
+def yes_no_margin(first_tokens: Sequence[tuple[str, float]]) -> float | None:
+    """log P(yes) - log P(no) of a reply's first token, from its likeliest first tokens (token text, natural-log
+    probability; :attr:`tandem.llm.base.LLMResponse.first_tokens`): each side sums the probability of its
+    forms ("Yes", " yes", ...). None where neither side is among them; +-inf where only one is."""
+    sides = {"yes": [], "no": []}
+    for token, logprob in first_tokens:
+        side = token.strip().lower()
+        if side in sides:
+            sides[side].append(math.exp(logprob))
+    if not sides["yes"] and not sides["no"]:
+        return None
+    yes, no = (math.log(sum(p)) if p else -math.inf for p in (sides["yes"], sides["no"]))
+    return yes - no
+
+
+def check_tells_first_tokens(llm: Any, setting: str = "yes_no_threshold") -> None:
+    """ConfigError unless ``llm`` answers ``first_tokens`` requests (:func:`tandem.llm.base.tells_first_tokens`),
+    which ``setting`` needs."""
+    if not tells_first_tokens(llm):
+        raise ConfigError(f"{setting} needs an LLM that tells the probabilities of its first tokens (the embedded "
+                          f"engine, an OpenAI-compatible server with logprobs, the torch engine); "
+                          f"{getattr(llm, 'spec', llm)!r} does not")
+
+
+def verdict_by_margin(llm: Any, step: Step, messages: Sequence[Message], threshold: float) -> tuple[str | None, str]:
+    """A yes/no question's answer by the first-token margin of its answer prompt ``messages``
+    (:func:`yes_no_margin`, the :data:`FIRST_TOKENS` likeliest first tokens asked for): "yes" above
+    ``threshold``, else "no"; the margin is noted in ``step.notes["yes_no_margin"]``. Returns (verdict, "")
+    or, where neither yes nor no is among those tokens, (None, why) - the caller then asks for a reply and
+    marks it as the answer role's fallback."""
+    request = LLMRequest(messages=tuple(messages), max_tokens=1, first_tokens=FIRST_TOKENS)
+    margin = yes_no_margin(record_call(llm, step, "answer", request).first_tokens)
+    if margin is None:
+        return None, f"neither yes nor no among the {FIRST_TOKENS} likeliest first tokens"
+    step.notes["yes_no_margin"] = round(max(-MARGIN_CLIP, min(MARGIN_CLIP, margin)), 3)  # JSON has no infinity
+    mark_exchange(step, "answer", "parsed")
+    return ("yes" if margin > threshold else "no"), ""
 
 
 def answer_style(llm: Any) -> str:

@@ -8,12 +8,15 @@ from tandem.llm.base import LLM
 from tandem.methods.answers import (
     REASONING_TOKENS,
     answer_style,
+    asks_yes_or_no,
     brief_answer_messages,
+    check_tells_first_tokens,
     clean_answer,
     reasoned_answer,
     reasons_choice,
+    verdict_by_margin,
 )
-from tandem.methods.base import Search, call_llm, search_reranked
+from tandem.methods.base import Search, call_llm, mark_exchange, search_reranked
 from tandem.methods.naive_rag.settings import NaiveRAGSettings
 from tandem.methods.parts import searching_with_reranker
 from tandem.registry import METHODS
@@ -32,6 +35,9 @@ class NaiveRAG:
         self.llm, self.search, self.k, self.candidates = llm, search, s.k, s.candidates
         self.reranker, self.temperature, self.max_tokens = reranker, s.temperature, s.max_tokens
         self.best_last, self.question_first, self.reason_choices = s.doc_order == "best_last", s.question_first, s.reason_choices
+        self.yes_no_threshold = s.yes_no_threshold
+        if self.yes_no_threshold is not None:
+            check_tells_first_tokens(llm)
 
     def answer(self, question: Question) -> Answer:
         trace = Trace()
@@ -45,8 +51,15 @@ class NaiveRAG:
         reasoned = reasons_choice(question.text, style, self.reason_choices)  # a choice: facts first, then the answer
         messages = brief_answer_messages(question.text, shown, style=style, question_first=self.question_first,
                                          reason_choices=self.reason_choices)
+        fell_back = ""
+        if self.yes_no_threshold is not None and asks_yes_or_no(question.text):
+            verdict, fell_back = verdict_by_margin(self.llm, answer_step, messages, self.yes_no_threshold)
+            if verdict is not None:
+                return Answer(question.id, verdict, trace, self.name)
         text = call_llm(self.llm, answer_step, "answer", messages, temperature=self.temperature,
                         max_tokens=max(self.max_tokens, REASONING_TOKENS) if reasoned else self.max_tokens)
+        if fell_back:
+            mark_exchange(answer_step, "answer", "fallback", f"{fell_back}: the greedy reply")
         return Answer(question.id, reasoned_answer(text) if reasoned else clean_answer(text), trace, self.name)
 
 

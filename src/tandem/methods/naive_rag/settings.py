@@ -26,3 +26,7 @@ class NaiveRAGSettings(ReadSettings):
     reason_choices: bool = Field(
         False, description="a question that offers a choice (\"A or B?\") is asked for a line of facts, then "
                            "the answer (docs/methods/baselines-measured.md, \"Choice questions\")")
+    yes_no_threshold: float | None = Field(
+        None, description="answer a question that asks yes or no by the first-token margin log P(yes) - log "
+                          "P(no): yes above this threshold, else no (null: the greedy reply; "
+                          "docs/methods/baselines-measured.md, \"Yes/no questions\")")
