@@ -8,7 +8,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from tests.integration.engine_checks import check_seeded_sampling_is_reproducible, check_stop_strings_and_length
+from tests.integration.engine_checks import (
+    check_first_tokens,
+    check_seeded_sampling_is_reproducible,
+    check_stop_strings_and_length,
+)
 
 from tandem.llm import CachedLLM, LLMRequest, load_llm
 
@@ -58,6 +62,10 @@ def test_many_threads_share_one_model(llm: HFLLM) -> None:
 
 def test_stop_strings_and_length(llm: HFLLM) -> None:
     check_stop_strings_and_length(llm)
+
+
+def test_first_tokens_are_the_likeliest_with_their_log_probabilities(llm: HFLLM) -> None:
+    check_first_tokens(llm)
 
 
 def test_seeded_sampling_is_reproducible(llm: HFLLM) -> None:

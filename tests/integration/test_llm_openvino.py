@@ -9,7 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from tests.integration.engine_checks import check_seeded_sampling_is_reproducible, check_stop_strings_and_length
+from tests.integration.engine_checks import (
+    check_first_tokens,
+    check_seeded_sampling_is_reproducible,
+    check_stop_strings_and_length,
+)
 
 from tandem.errors import ConfigError
 from tandem.llm import LLMRequest, load_llm
@@ -48,6 +52,10 @@ def test_greedy_answer_is_sensible_and_counted_like_torch(llm: OVLLM) -> None:
         [m.to_dict() for m in FRANCE.messages], add_generation_prompt=True, tokenize=False))
     assert 0 < resp.completion_tokens < FRANCE.max_tokens
     assert llm.complete(FRANCE).text == resp.text  # greedy is deterministic (prefix cache hit the 2nd time)
+
+
+def test_first_tokens_are_the_likeliest_with_their_log_probabilities(llm: OVLLM) -> None:
+    check_first_tokens(llm)
 
 
 def test_a_prompt_that_extends_one_sent_before_counts_its_reused_blocks(llm: OVLLM) -> None:

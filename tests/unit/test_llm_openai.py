@@ -41,6 +41,20 @@ def test_a_servers_cached_prompt_tokens_are_the_replys_reused_tokens() -> None:
     assert first.reused_tokens == 0 and longer.reused_tokens == 6  # the six words the first prompt began with
 
 
+def test_first_tokens_ask_for_top_logprobs_and_a_server_without_them_is_an_error() -> None:
+    verdict = LLMRequest.from_prompt("Is Paris the capital of France?", max_tokens=16, first_tokens=3)
+    with FakeOpenAIServer(answer="Yes, it is") as srv:
+        llm = client(srv)
+        resp = llm.complete(verdict)
+        assert srv.requests[-1]["top_logprobs"] == 3 and srv.requests[-1]["logprobs"] is True
+        assert srv.requests[-1]["max_tokens"] == 1 and llm.tells_first_tokens
+    assert resp.first_tokens == (("Yes,", -0.105), ("alt0", -3.0), ("alt1", -4.0))
+    with FakeOpenAIServer(answer="Yes", logprobs=False) as srv, \
+            pytest.raises(LLMError, match="no top_logprobs .* cannot tell its first tokens' probabilities"):
+        client(srv).complete(verdict)
+    assert "first_tokens" not in REQ.to_dict()  # a plain request's body and cache key are as before
+
+
 @pytest.mark.parametrize("kind", ["500", "429", "garbage", "drop"])
 def test_retries_then_success(kind: str) -> None:
     with FakeOpenAIServer(answer="Paris", faults=[Fault(kind, first_n=2)]) as srv:

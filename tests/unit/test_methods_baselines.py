@@ -138,6 +138,20 @@ def test_yes_no_threshold_falls_back_to_the_reply_and_counts_it(search):
         build_method("naive_rag", FakeLLM(responses=["yes"]), search, k=2, yes_no_threshold=1.0)
 
 
+def test_the_models_own_yes_no_threshold_is_the_default_and_off_asks_for_the_reply(search):
+    verdict = Question("q2", "Were Scott Derrickson and Ed Wood of the same nationality?", ("yes",))
+    likely_yes = _first_tokens_reply(("Yes", -0.1), ("No", -2.4))  # margin 2.3
+    for own, setting, expected in ((3.0, "model", "no"), (1.0, "model", "yes"), (3.0, 2.0, "yes"),
+                                   (3.0, "off", "Yes"), (None, "model", "Yes")):
+        llm = FakeLLM(responses=[likely_yes, "Yes"], tells_first_tokens=True)
+        llm.yes_no_threshold = own  # the local backend sets it from the model's ladder entry
+        ans = build_method("naive_rag", llm, search, k=2, yes_no_threshold=setting).answer(verdict)
+        assert ans.text == expected, (own, setting)
+        assert (llm.calls[0].first_tokens == FIRST_TOKENS) is (expected != "Yes")
+    with pytest.raises(ConfigError, match="yes_no_threshold"):
+        build_method("naive_rag", FakeLLM(), search, k=2, yes_no_threshold="sometimes")
+
+
 def test_the_yes_no_margin_sums_each_sides_forms():
     assert yes_no_margin([("Yes", math.log(0.5)), (" yes", math.log(0.1)), ("No", math.log(0.2))]) == \
         pytest.approx(math.log(0.6 / 0.2))

@@ -175,6 +175,8 @@ class HFLLM:
         constrained = req.json_schema is not None and self.constrains_json
         with self._lock:  # fast tokenizers are not safe to call from several threads at once
             input_ids = self.encode_chat(req.messages if constrained else with_json_instruction(req))
+            if req.first_tokens:
+                return self._first_tokens(input_ids, req.first_tokens)
             processors = []
             if constrained:
                 if self._constraint is None:
@@ -186,6 +188,20 @@ class HFLLM:
                 req=req,
                 processors=processors,
             )
+
+    #: a ``first_tokens`` request gets the likeliest first tokens (:func:`tandem.llm.base.tells_first_tokens`)
+    tells_first_tokens = True
+
+    def _first_tokens(self, input_ids: torch.Tensor, k: int) -> LLMResponse:
+        """The ``k`` likeliest first tokens of the reply to ``input_ids`` and their log-probabilities (one forward)."""
+        start = time.perf_counter()
+        with torch.no_grad():
+            logits = self.model(input_ids=input_ids, attention_mask=_ones_like(input_ids)).logits[0, -1].float()
+        top = torch.topk(torch.log_softmax(logits, -1), k)
+        pairs = tuple((str(self.tokenizer.decode([int(t)])), float(lp)) for lp, t in zip(top.values, top.indices, strict=True))
+        return LLMResponse(text=pairs[0][0], prompt_tokens=int(input_ids.shape[1]), completion_tokens=1,
+                           latency_s=time.perf_counter() - start, finish_reason="length", model=self.name,
+                           first_tokens=pairs)
 
     def encode_chat(self, messages: Sequence[Message], add_generation_prompt: bool = True) -> torch.Tensor:
         """Token ids (shape ``[1, n]``) of ``messages`` through the tokenizer's chat template

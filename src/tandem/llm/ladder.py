@@ -60,6 +60,9 @@ class LadderModel(BaseModel):
     #: a compute precision faster than f32 whose answers passed the answers rule on this model (docs/models.md,
     #: "Faster arithmetic"): the OpenVINO engine computes in it where the CPU has it natively
     fast_dtype: str | None = None
+    #: where set, NativeRAG answers a yes/no question "yes" when the first-token margin log P(yes) - log P(no)
+    #: is above it (chosen on dev500 250-374; docs/methods/baselines-measured.md, "Yes/no questions")
+    yes_no_threshold: float | None = None
 
     @property
     def install_command(self) -> str:
@@ -87,7 +90,7 @@ LADDER: dict[str, LadderModel] = {m.name: m for m in (
                 sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", size=1117320768,
                 quantization="Q4_K_M", licence="Apache-2.0 (Qwen)", memory="3.7 GiB",
                 speed="22 s (2 AVX2 cores, f32); 2.7 s (2 AMX cores, bf16, 4 at once)", answer_style="instruction_yes_no",
-                fast_dtype="bfloat16"),
+                fast_dtype="bfloat16", yes_no_threshold=1.875),
 )}
 _BY_ALIAS = {alias: m.name for m in LADDER.values() for alias in (m.name, *m.aliases)}
 #: the model ``local`` means when none is named: the rule that picks it is in docs/models.md ("Which model

@@ -238,6 +238,7 @@ def load_local(
         raise ConfigError(f"unknown answer_style {style!r}; styles: {list(get_args(AnswerStyle))}")
     llm = _load(model, cache_dir, spec, engine, weights, dtype, num_threads, json_mode, engine_opts)
     llm.answer_style = style
+    llm.yes_no_threshold = ladder_model.yes_no_threshold if ladder_model else None
     return llm
 
 

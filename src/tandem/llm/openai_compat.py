@@ -176,6 +176,8 @@ class OpenAILLM:
 
     #: a server answers concurrent requests at once (vLLM batches them; :func:`tandem.llm.base.batches`)
     batches = True
+    #: ``first_tokens`` requests ask for ``top_logprobs`` (a server without them: LLMError on the reply)
+    tells_first_tokens = True
 
     @property
     def constrains_json(self) -> bool:
@@ -215,6 +217,8 @@ class OpenAILLM:
             body["stop"] = list(req.stop)
         if req.seed is not None:
             body["seed"] = req.seed
+        if req.first_tokens:  # the OpenAI API's top_logprobs (vLLM and llama.cpp's server speak it too)
+            body.update(max_tokens=1, logprobs=True, top_logprobs=req.first_tokens)
         if req.json_schema is not None and mode == "schema":
             body["response_format"] = {
                 "type": "json_schema",
@@ -323,7 +327,9 @@ class OpenAILLM:
             reason = "stop"
         usage = data.get("usage") or {}
         prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        first = _first_tokens(choice, self.spec) if req.first_tokens else ()
         return LLMResponse(
+            first_tokens=first,
             text=text,
             prompt_tokens=prompt_tokens,
             completion_tokens=int(usage.get("completion_tokens") or 0),
@@ -339,6 +345,16 @@ class OpenAILLM:
         if retry_after is not None:
             delay = max(delay, min(retry_after, self.backoff_max))
         return delay
+
+
+def _first_tokens(choice: dict[str, Any], spec: str) -> tuple[tuple[str, float], ...]:
+    """The top log-probabilities of a reply's first token (``choices[0].logprobs.content[0].top_logprobs``)."""
+    try:
+        top = choice["logprobs"]["content"][0]["top_logprobs"]
+        return tuple((str(t["token"]), float(t["logprob"])) for t in top)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        raise LLMError(f"{spec}: the reply has no top_logprobs ({type(exc).__name__}): this server cannot tell "
+                       "its first tokens' probabilities", kind="reply") from exc
 
 
 def check_base_url(url: str) -> str:

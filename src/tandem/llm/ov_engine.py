@@ -45,8 +45,8 @@ from tandem.errors import ConfigError, LLMError
 from tandem.llm.base import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
 from tandem.llm.cpus import idle_cpus
 from tandem.llm.hf import HFLLM, JSON_MODES, chat_token_ids, end_of_turn_ids, requested_threads
+from tandem.llm.ov_messages import Params, Stats, token_bytes
 from tandem.llm.ov_process import EngineProcess
-from tandem.llm.ov_worker import Params, Stats
 from tandem.llm.prefix_ledger import PrefixLedger, kv_block_capacity
 from tandem.model_files import offline_env
 from tandem.types import current_observer
@@ -62,24 +62,6 @@ DEFAULT_KV_CACHE = "u8"
 DEFAULT_MAX_BATCH = 16
 DEFAULT_KV_CACHE_GB = 1
 DEFAULT_STEP_TOKENS = 512
-
-
-def token_bytes(tokenizer: Any) -> list[bytes] | None:
-    """The bytes each token id stands for, for a byte-level BPE tokenizer (GPT-2's byte alphabet, as
-    SmolLM2's); special tokens map to no bytes. None for other tokenizers."""
-    from transformers.convert_slow_tokenizer import bytes_to_unicode
-
-    decoder = {ch: b for b, ch in bytes_to_unicode().items()}
-    special = set(tokenizer.all_special_ids)
-    table: list[bytes] = []
-    for i, piece in enumerate(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))):
-        if i in special or piece is None:
-            table.append(b"")
-        elif all(ch in decoder for ch in piece):
-            table.append(bytes(decoder[ch] for ch in piece))
-        else:
-            return None
-    return table
 
 
 class OVLLM:
@@ -217,6 +199,8 @@ class OVLLM:
     batches = True
     #: prompt prefixes computed once are reused (:func:`tandem.llm.base.caches_prefixes`)
     caches_prefixes = True
+    #: a ``first_tokens`` request gets the likeliest first tokens (:func:`tandem.llm.base.tells_first_tokens`)
+    tells_first_tokens = True
 
     @property
     def constrains_json(self) -> bool:
@@ -237,7 +221,8 @@ class OVLLM:
             ids = chat_token_ids(self.tokenizer, messages)
         params = Params(req.max_tokens, tuple(req.stop), req.temperature, req.seed,
                         req.json_schema if constrained else None,
-                        relaxed=constrained and req.temperature == 0 and self._token_bytes is not None)
+                        relaxed=constrained and req.temperature == 0 and self._token_bytes is not None,
+                        first_tokens=req.first_tokens)
         start = time.perf_counter()
         observer = current_observer()
         rid, future, reused, epoch = self._submit(ids, params)
@@ -251,6 +236,8 @@ class OVLLM:
                         self._cancel(rid)
                         observer.check()
         latency = time.perf_counter() - start
+        if req.first_tokens:
+            return self._first_tokens(ids, new_ids, reused, latency, epoch)
         self.ledger.record(ids + new_ids[:-1], epoch)  # the last token sampled never ran through the model
         ended = bool(new_ids) and new_ids[-1] in self.eos_token_ids
         with self._tok_lock:
@@ -266,6 +253,16 @@ class OVLLM:
             model=self.name,
             constrained=constrained,
         )
+
+    def _first_tokens(self, ids: list[int], top: list[tuple[int, float]], reused: int, latency: float,
+                      epoch: int) -> LLMResponse:
+        """The reply to a ``first_tokens`` request: the beams' tokens (text, log-probability), likeliest first."""
+        self.ledger.record(ids, epoch)
+        with self._tok_lock:
+            pairs = tuple((str(self.tokenizer.decode([token])), score) for token, score in sorted(top, key=lambda t: -t[1]))
+        return LLMResponse(text=pairs[0][0] if pairs else "", prompt_tokens=len(ids), completion_tokens=1,
+                           reused_tokens=reused, latency_s=latency, finish_reason="length", model=self.name,
+                           first_tokens=pairs)
 
     def count_tokens(self, text: str) -> int:
         """Number of tokens of ``text`` (no special tokens added)."""
@@ -337,6 +334,8 @@ class OVLLM:
         if message[0] == "error":
             future.set_exception(LLMError(message[2]))
             return
+        if message[0] == "top":  # (rid, [(token, log-probability), ...], stats)
+            message = (*message[:3], "TOP", message[3])
         _, _, tokens, status, stats = message
         assert isinstance(stats, Stats)
         self.peak_batch = max(self.peak_batch, stats.peak_batch)

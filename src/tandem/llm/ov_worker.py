@@ -40,6 +40,7 @@ from multiprocessing.connection import Connection
 from typing import IO, Any
 
 from tandem.llm.json_grammar import Cursor, RelaxedPlan
+from tandem.llm.ov_messages import Params, Stats
 from tandem.llm.structured import json_ebnf
 
 log = logging.getLogger(__name__)
@@ -47,28 +48,6 @@ log = logging.getLogger(__name__)
 STEP_LOG_ENV = "TANDEM_OV_STEP_LOG"
 #: the pipeline's metrics (``get_metrics()``) a step-log line ends with
 STEP_METRICS = ("cache_usage", "kv_cache_size_in_bytes", "scheduled_requests")
-
-
-@dataclass(frozen=True)
-class Params:
-    """What the worker needs of a chat request to decode it (picklable; the prompt's ids travel beside it)."""
-
-    max_tokens: int
-    stop: tuple[str, ...] = ()
-    temperature: float = 0.0
-    seed: int | None = None
-    json_schema: dict[str, Any] | None = None  # decode under it (None: free text)
-    relaxed: bool = False  # decode the schema's long strings unbounded and continue at a bound
-
-
-@dataclass(frozen=True)
-class Stats:
-    """Per finished request: the most sequences in a step while it ran, whether it decoded relaxed, and
-    its continuations at a string's bound."""
-
-    peak_batch: int
-    relaxed: bool
-    continuations: int
 
 
 @dataclass
@@ -127,6 +106,10 @@ class WorkerEngine:
 
     def _config(self, params: Params, grammar: str | None = None, max_tokens: int | None = None) -> Any:
         config = self._ovg.GenerationConfig()
+        if params.first_tokens:  # one new token by beam search: its beams are the likeliest first tokens
+            config.max_new_tokens, config.num_beams = 1, params.first_tokens
+            config.num_return_sequences = params.first_tokens
+            return config
         config.max_new_tokens = params.max_tokens if max_tokens is None else max_tokens
         config.stop_token_ids = set(self.eos_token_ids)
         if params.stop and self._token_bytes is None:  # else this worker looks for them (stops_at)
@@ -278,7 +261,10 @@ class WorkerEngine:
                 out.append(("done", job.rid, job.kept + job.current, status.name, self._stats(job)))
                 continue
             outputs = job.handle.read_all()
-            if outputs:
+            if outputs and job.params.first_tokens:
+                out.append(("top", job.rid, [(int(o.generated_ids[0]), float(o.score)) for o in outputs
+                                             if len(o.generated_ids)], self._stats(job)))
+            elif outputs:
                 out.append(("done", job.rid, job.kept + [int(t) for t in outputs[0].generated_ids], status.name,
                             self._stats(job)))
             else:

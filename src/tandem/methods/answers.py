@@ -106,13 +106,21 @@ def yes_no_margin(first_tokens: Sequence[tuple[str, float]]) -> float | None:
     return yes - no
 
 
-def check_tells_first_tokens(llm: Any, setting: str = "yes_no_threshold") -> None:
-    """ConfigError unless ``llm`` answers ``first_tokens`` requests (:func:`tandem.llm.base.tells_first_tokens`),
-    which ``setting`` needs."""
+def yes_no_threshold(llm: Any, setting: float | str) -> float | None:
+    """The threshold a yes/no question's first-token margin is read with (:func:`verdict_by_margin`), None for
+    the greedy reply: ``setting`` a number, ``"model"`` the model's own (a ``yes_no_threshold`` attribute, set by
+    the local backend from its ladder entry; none: None), ``"off"`` None. ConfigError where a number is asked
+    of an LLM that does not tell its first tokens' probabilities (:func:`tandem.llm.base.tells_first_tokens`)."""
+    if setting == "off":
+        return None
+    if setting == "model":
+        own = getattr(llm, "yes_no_threshold", None)
+        return float(own) if isinstance(own, int | float) and tells_first_tokens(llm) else None
     if not tells_first_tokens(llm):
-        raise ConfigError(f"{setting} needs an LLM that tells the probabilities of its first tokens (the embedded "
-                          f"engine, an OpenAI-compatible server with logprobs, the torch engine); "
+        raise ConfigError(f"yes_no_threshold needs an LLM that tells the probabilities of its first tokens (the "
+                          f"embedded engine, the torch engine, an OpenAI-compatible server with logprobs); "
                           f"{getattr(llm, 'spec', llm)!r} does not")
+    return float(setting)
 
 
 def verdict_by_margin(llm: Any, step: Step, messages: Sequence[Message], threshold: float) -> tuple[str | None, str]:

@@ -67,6 +67,8 @@ class FakeOpenAIServer:
 
     Attributes after start: ``base_url`` (``http://127.0.0.1:PORT/v1``), ``requests`` (bodies
     received, in order), ``headers`` (their lower-cased headers), ``count``, ``in_flight``, ``max_in_flight``.
+    A request with ``top_logprobs`` gets them for its first token (the reply's first word, then made-up
+    tokens) unless ``logprobs=False`` (a server without them).
     """
 
     def __init__(
@@ -78,8 +80,10 @@ class FakeOpenAIServer:
         model: str = "fake-model",
         owned_by: str = "fake",
         port: int = 0,
+        logprobs: bool = True,
     ) -> None:
         self.answer = answer
+        self.logprobs = logprobs
         self.owned_by = owned_by
         self.latency_s = latency_s
         self.faults = list(faults)
@@ -168,12 +172,17 @@ class FakeOpenAIServer:
         with self._lock:  # a small prefix cache over words: the last 8 prompts
             recent, self.prompts = self.prompts, [*self.prompts[-7:], said]
         cached = max((len(os.path.commonprefix([said, seen])) for seen in recent), default=0)
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+        if self.logprobs and body.get("top_logprobs"):  # the first word at log 0.9, then made-up tokens below it
+            top = [{"token": (text.split() or [""])[0], "logprob": -0.105}]
+            top += [{"token": f"alt{i}", "logprob": -3.0 - i} for i in range(int(body["top_logprobs"]) - 1)]
+            choice["logprobs"] = {"content": [{"token": top[0]["token"], "logprob": -0.105, "top_logprobs": top}]}
         return {
             "id": f"chatcmpl-{self.count}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body.get("model") or self.model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
+            "choices": [choice],
             "usage": {
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": len(text.split()),

@@ -10,11 +10,11 @@ from tandem.methods.answers import (
     answer_style,
     asks_yes_or_no,
     brief_answer_messages,
-    check_tells_first_tokens,
     clean_answer,
     reasoned_answer,
     reasons_choice,
     verdict_by_margin,
+    yes_no_threshold,
 )
 from tandem.methods.base import Search, call_llm, mark_exchange, search_reranked
 from tandem.methods.naive_rag.settings import NaiveRAGSettings
@@ -35,9 +35,7 @@ class NaiveRAG:
         self.llm, self.search, self.k, self.candidates = llm, search, s.k, s.candidates
         self.reranker, self.temperature, self.max_tokens = reranker, s.temperature, s.max_tokens
         self.best_last, self.question_first, self.reason_choices = s.doc_order == "best_last", s.question_first, s.reason_choices
-        self.yes_no_threshold = s.yes_no_threshold
-        if self.yes_no_threshold is not None:
-            check_tells_first_tokens(llm)
+        self.yes_no_threshold = yes_no_threshold(llm, s.yes_no_threshold)
 
     def answer(self, question: Question) -> Answer:
         trace = Trace()

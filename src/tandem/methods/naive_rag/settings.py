@@ -26,7 +26,8 @@ class NaiveRAGSettings(ReadSettings):
     reason_choices: bool = Field(
         False, description="a question that offers a choice (\"A or B?\") is asked for a line of facts, then "
                            "the answer (docs/methods/baselines-measured.md, \"Choice questions\")")
-    yes_no_threshold: float | None = Field(
-        None, description="answer a question that asks yes or no by the first-token margin log P(yes) - log "
-                          "P(no): yes above this threshold, else no (null: the greedy reply; "
-                          "docs/methods/baselines-measured.md, \"Yes/no questions\")")
+    yes_no_threshold: float | Literal["model", "off"] = Field(
+        "model", description="answer a question that asks yes or no \"yes\" where the first-token margin log "
+                             "P(yes) - log P(no) is above this threshold, else \"no\"; model: the model's own "
+                             "(the 1.5B's 1.875; none: the reply), off: the reply (docs/methods/"
+                             "baselines-measured.md, \"Yes/no questions\")")
