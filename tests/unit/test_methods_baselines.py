@@ -134,8 +134,11 @@ def test_yes_no_threshold_falls_back_to_the_reply_and_counts_it(search):
     step = ans.trace.steps[-1]
     assert ans.text == "yes" and [c.outcome for c in step.llm_calls][-1] == "fallback"
     assert "neither yes nor no" in step.notes["fallbacks"][0] and "yes_no_margin" not in step.notes
-    with pytest.raises(ConfigError, match="yes_no_threshold needs an LLM that tells the probabilities"):
-        build_method("naive_rag", FakeLLM(responses=["yes"]), search, k=2, yes_no_threshold=1.0)
+    llm = FakeLLM(responses=["yes"])  # an LLM that cannot tell them: the reply, counted the same way
+    ans = build_method("naive_rag", llm, search, k=2, yes_no_threshold=1.0).answer(verdict)
+    step = ans.trace.steps[-1]
+    assert ans.text == "yes" and llm.calls[0].first_tokens == 0 and step.llm_calls[-1].outcome == "fallback"
+    assert "does not tell its first tokens' probabilities" in step.notes["fallbacks"][0]
 
 
 def test_the_models_own_yes_no_threshold_is_the_default_and_off_asks_for_the_reply(search):

@@ -9,7 +9,6 @@ import re
 from collections.abc import Sequence
 from typing import Any, get_args
 
-from tandem.errors import ConfigError
 from tandem.llm.base import LLMRequest, Message, tells_first_tokens
 from tandem.llm.settings import AnswerStyle
 from tandem.methods.base import format_docs, mark_exchange, record_call
@@ -109,17 +108,12 @@ def yes_no_margin(first_tokens: Sequence[tuple[str, float]]) -> float | None:
 def yes_no_threshold(llm: Any, setting: float | str) -> float | None:
     """The threshold a yes/no question's first-token margin is read with (:func:`verdict_by_margin`), None for
     the greedy reply: ``setting`` a number, ``"model"`` the model's own (a ``yes_no_threshold`` attribute, set by
-    the local backend from its ladder entry; none: None), ``"off"`` None. ConfigError where a number is asked
-    of an LLM that does not tell its first tokens' probabilities (:func:`tandem.llm.base.tells_first_tokens`)."""
+    the local backend from its ladder entry; none: None), ``"off"`` None."""
     if setting == "off":
         return None
     if setting == "model":
         own = getattr(llm, "yes_no_threshold", None)
-        return float(own) if isinstance(own, int | float) and tells_first_tokens(llm) else None
-    if not tells_first_tokens(llm):
-        raise ConfigError(f"yes_no_threshold needs an LLM that tells the probabilities of its first tokens (the "
-                          f"embedded engine, the torch engine, an OpenAI-compatible server with logprobs); "
-                          f"{getattr(llm, 'spec', llm)!r} does not")
+        return float(own) if isinstance(own, int | float) else None
     return float(setting)
 
 
@@ -127,8 +121,11 @@ def verdict_by_margin(llm: Any, step: Step, messages: Sequence[Message], thresho
     """A yes/no question's answer by the first-token margin of its answer prompt ``messages``
     (:func:`yes_no_margin`, the :data:`FIRST_TOKENS` likeliest first tokens asked for): "yes" above
     ``threshold``, else "no"; the margin is noted in ``step.notes["yes_no_margin"]``. Returns (verdict, "")
-    or, where neither yes nor no is among those tokens, (None, why) - the caller then asks for a reply and
-    marks it as the answer role's fallback."""
+    or, where ``llm`` does not tell its first tokens' probabilities (:func:`tandem.llm.base.tells_first_tokens`)
+    or neither yes nor no is among them, (None, why) - the caller then asks for a reply and marks it as the
+    answer role's fallback."""
+    if not tells_first_tokens(llm):
+        return None, f"{getattr(llm, 'spec', 'the LLM')} does not tell its first tokens' probabilities"
     request = LLMRequest(messages=tuple(messages), max_tokens=1, first_tokens=FIRST_TOKENS)
     margin = yes_no_margin(record_call(llm, step, "answer", request).first_tokens)
     if margin is None:
