@@ -24,7 +24,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DATASET = ROOT.parent / "shared" / "data" / "hotpotqa" / "dev500.jsonl"
 
 
 YES, NO = ("Yes", "yes", " Yes", " yes"), ("No", "no", " No", " no")
@@ -100,15 +99,9 @@ def main() -> None:
     from scipy.stats import mannwhitneyu
 
     from tandem.eval.intervals import paired_difference
-    from tandem.eval.runner import read_finished
-    from tandem.methods.answers import asks_yes_or_no
+    from yes_no_prompts import yes_no_records  # benchmarks/, beside this script
 
-    start, end = (int(x) for x in args.questions.split(":"))
-    with DATASET.open(encoding="utf-8") as fh:
-        position = {json.loads(line)["question_id"]: i for i, line in enumerate(fh)}
-    records = [r for r in read_finished(args.run / "predictions.jsonl").values()
-               if start <= position.get(r["id"], -1) < end and asks_yes_or_no(r["question"])]
-    print(f"{len(records)} yes/no questions among dataset positions {start}-{end - 1}", flush=True)
+    start, end, records = yes_no_records(args.run, args.questions)
     margin_of = torch_margins() if args.engine == "torch" else openvino_margins()
     rows = []
     for record in records:

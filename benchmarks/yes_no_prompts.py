@@ -39,6 +39,21 @@ def variants(marker: str) -> dict[str, tuple[str, int]]:
     }
 
 
+def yes_no_records(run: Path, questions: str) -> tuple[int, int, list[dict]]:
+    """START, END and the finished records of ``run`` at dev500 positions ``questions`` ("START:END") whose
+    question asks yes or no (shared with ``yes_no_margin.py``)."""
+    from tandem.eval.runner import read_finished
+    from tandem.methods.answers import asks_yes_or_no
+
+    start, end = (int(x) for x in questions.split(":"))
+    with DATASET.open(encoding="utf-8") as fh:
+        position = {json.loads(line)["question_id"]: i for i, line in enumerate(fh)}
+    records = [r for r in read_finished(run / "predictions.jsonl").values()
+               if start <= position.get(r["id"], -1) < end and asks_yes_or_no(r["question"])]
+    print(f"{len(records)} yes/no questions among dataset positions {start}-{end - 1}", flush=True)
+    return start, end, records
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path)
@@ -47,17 +62,11 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, default=ROOT / "runs" / "yes-no-prompts")
     args = parser.parse_args()
 
-    from tandem.eval.runner import read_finished
     from tandem.llm.base import LLMRequest, Message
     from tandem.llm.local import load_local
-    from tandem.methods.answers import ANSWER_MARKER, asks_yes_or_no, clean_answer, reasoned_answer
+    from tandem.methods.answers import ANSWER_MARKER, clean_answer, reasoned_answer
 
-    start, end = (int(x) for x in args.questions.split(":"))
-    with DATASET.open(encoding="utf-8") as fh:
-        position = {json.loads(line)["question_id"]: i for i, line in enumerate(fh)}
-    records = [r for r in read_finished(args.run / "predictions.jsonl").values()
-               if start <= position.get(r["id"], -1) < end and asks_yes_or_no(r["question"])]
-    print(f"{len(records)} yes/no questions among dataset positions {start}-{end - 1}", flush=True)
+    start, end, records = yes_no_records(args.run, args.questions)
     table = variants(ANSWER_MARKER)
     llm = load_local()
     args.keep.mkdir(parents=True, exist_ok=True)

@@ -334,8 +334,6 @@ class OVLLM:
         if message[0] == "error":
             future.set_exception(LLMError(message[2]))
             return
-        if message[0] == "top":  # (rid, [(token, log-probability), ...], stats)
-            message = (*message[:3], "TOP", message[3])
         _, _, tokens, status, stats = message
         assert isinstance(stats, Stats)
         self.peak_batch = max(self.peak_batch, stats.peak_batch)

@@ -262,8 +262,8 @@ class WorkerEngine:
                 continue
             outputs = job.handle.read_all()
             if outputs and job.params.first_tokens:
-                out.append(("top", job.rid, [(int(o.generated_ids[0]), float(o.score)) for o in outputs
-                                             if len(o.generated_ids)], self._stats(job)))
+                out.append(("done", job.rid, [(int(o.generated_ids[0]), float(o.score)) for o in outputs
+                                              if len(o.generated_ids)], "TOP", self._stats(job)))  # (token, log-prob)
             elif outputs:
                 out.append(("done", job.rid, job.kept + [int(t) for t in outputs[0].generated_ids], status.name,
                             self._stats(job)))
