@@ -239,6 +239,7 @@ def load_local(
     llm = _load(model, cache_dir, spec, engine, weights, dtype, num_threads, json_mode, engine_opts)
     llm.answer_style = style
     llm.yes_no_threshold = ladder_model.yes_no_threshold if ladder_model else None
+    llm.choice_orders = ladder_model.choice_orders if ladder_model else "asked"
     return llm
 
 

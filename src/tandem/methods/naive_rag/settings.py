@@ -13,7 +13,10 @@ class NaiveRAGSettings(ReadSettings):
     """NativeRAG: retrieve with the question, optionally rerank ``candidates``, answer from the top ``k``."""
 
     #: ``--preset paper``: docs/methods/baselines.md, "The paper preset"
-    presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {"paper": {"settings": {"reranker": "bi_encoder", "first_stage": "bm25", "candidates": 50, "k": 10, "temperature": 0.3}, "run": {"reanswer": False}}}
+    presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {"paper": {
+        "settings": {"reranker": "bi_encoder", "first_stage": "bm25", "candidates": 50, "k": 10, "temperature": 0.3,
+                     "yes_no_threshold": "off", "choice_orders": "asked"},  # the papers read the reply
+        "run": {"reanswer": False}}}
 
     temperature: float = temperature_setting()
     max_tokens: int = Field(32, ge=1, description="answer tokens")
@@ -31,3 +34,8 @@ class NaiveRAGSettings(ReadSettings):
                              "P(yes) - log P(no) is above this threshold, else \"no\"; model: the model's own "
                              "(the 1.5B's 1.875; none: the reply), off: the reply (docs/methods/"
                              "baselines-measured.md, \"Yes/no questions\")")
+    choice_orders: Literal["model", "asked", "both"] = Field(
+        "model", description="a question that offers a choice (\"A or B?\"): both: asked with the options as "
+                             "written and swapped, answered by the option whose first token is likelier over the "
+                             "two; asked: the reply; model: the model's own (docs/methods/baselines-measured.md, "
+                             "\"Choice questions\")")
