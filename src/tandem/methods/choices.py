@@ -1,9 +1,11 @@
-"""A question that offers a choice between two named things ("Who was born first, Emma Bull or Virginia
-Woolf?") answered in both orders: small models pick the option named first far more often than the data
-warrants (the 1.5B: the first in 65 of 90 picks on dev500 250-499, where the gold answer is the first in 42),
-so the answer prompt is asked as written and with the two options swapped, and the option whose first token
-the model makes likelier, summed over the two orders, is the answer (``choice_orders="both"``; the
-permutation that cancels a position bias; docs/methods/baselines-measured.md, "Choice questions")."""
+"""Questions that offer a choice between two named things ("Who was born first, Emma Bull or Virginia
+Woolf?"): the two options read from the question (:func:`parse_choice`), a reply that opens with one of them
+read as that option (:func:`option_answer`, NativeRAG's reader), and the question asked in both orders
+(``choice_orders="both"``, off by default): small models name the option written first more often than the
+data warrants (the 1.5B: 39 of 54 such answers on dev500 250-374), so the answer prompt is asked as written
+and with the two options swapped, and the option whose first tokens the model makes likelier, summed over
+the two orders, is the answer - the permutation that cancels a position's pull. It evens the picks but did
+not answer better (docs/methods/baselines-measured.md, "Choice questions")."""
 
 from __future__ import annotations
 
