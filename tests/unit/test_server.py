@@ -146,7 +146,7 @@ def test_bad_method_index_and_settings_name_the_valid_ones(index_dir):
     r = client.post("/v1/ask", json={"question": QUESTION, "index": "other"})
     assert r.status_code == 404 and "['demo']" in r.json()["error"]["message"]
     r = client.post("/v1/ask", json={"question": QUESTION, "settings": {"max_iter": 3}})
-    assert r.status_code == 422 and "unknown setting 'max_iter' for naive_rag; settings a request may set: ['candidates', 'doc_order', 'k'" in r.json()["error"]["message"]
+    assert r.status_code == 422 and "unknown setting 'max_iter' for naive_rag; settings a request may set: ['candidates', 'choice_orders', 'doc_order', 'k'" in r.json()["error"]["message"]
 
 
 def test_a_full_queue_answers_429_with_retry_after_and_searches_still_answer(index_dir):
