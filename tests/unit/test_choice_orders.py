@@ -117,6 +117,26 @@ def test_a_choice_the_first_tokens_cannot_decide_is_the_reply_counted_as_a_fallb
     assert ans.text == "Virginia Woolf" and ans.trace.steps[-1].llm_calls[-1].outcome == "fallback"
 
 
+def test_unnamed_asks_both_orders_only_where_the_reply_names_neither_option(search):
+    # "Which film has the director born earlier, ...?" answered with a director: the options decide
+    question = Question("q5", "Which film came out first, Nurse Betty or Vaa Arugil Vaa?", ("Vaa Arugil Vaa",))
+    as_written = _tokens(("N", -0.9), ("Nurse", -1.0), ("Vaa", -1.2))
+    swapped = _tokens(("Vaa", -0.3), ("Nurse", -2.0))
+    llm = FakeLLM(responses=["Neil LaBute", as_written, swapped], tells_first_tokens=True)
+    ans = build_method("naive_rag", llm, search, k=2, choice_orders="unnamed").answer(question)
+    step = ans.trace.steps[-1]
+    assert ans.text == "Vaa Arugil Vaa" and [c.first_tokens for c in llm.calls] == [0, CHOICE_TOKENS, CHOICE_TOKENS]
+    assert step.notes["choice"]["reply"] == "Neil LaBute" and "fallbacks" not in step.notes
+    llm = FakeLLM(responses=["Nurse Betty, in 2000"], tells_first_tokens=True)  # names an option: one call
+    ans = build_method("naive_rag", llm, search, k=2, choice_orders="unnamed").answer(question)
+    assert ans.text == "Nurse Betty" and len(llm.calls) == 1
+    undecided = _tokens(("Neil", -0.1))
+    llm = FakeLLM(responses=["Neil LaBute", undecided, undecided], tells_first_tokens=True)
+    ans = build_method("naive_rag", llm, search, k=2, choice_orders="unnamed").answer(question)
+    notes = ans.trace.steps[-1].notes
+    assert ans.text == "Neil LaBute" and "neither option" in notes["choice"]["undecided"] and "fallbacks" not in notes
+
+
 def test_the_models_own_choice_orders_is_the_default(search):
     for own, setting, calls in (("both", "model", 2), ("asked", "model", 1), (None, "model", 1),
                                 ("both", "asked", 1), (None, "both", 2)):

@@ -88,7 +88,9 @@ def parse_choice(question: str) -> Choice | None:
     or_start, or_end = found[0].span()
     lead = list(_BEFORE.finditer(question, 0, or_start))
     if lead:  # the options close the question
-        a0 = lead[-1].end()
+        commas = [m for m in lead if m.group().startswith(",")]
+        last = lead[-1]  # a colon after a comma is a title's ("Which film, LaLee's Kin: The Legacy of ...")
+        a0 = (commas[-1] if last.group().startswith(":") and commas else last).end()
         tail = _AFTER.search(question, or_end)
         b1 = tail.start() if tail else len(question.rstrip(".!"))
         first, second = (a0, or_start), (or_end, b1)
@@ -143,21 +145,30 @@ def option_logprobs(first_tokens: Sequence[tuple[str, float]], options: tuple[st
 
 
 def choice_orders(llm: Any, setting: str) -> str:
-    """How a choice question is asked: ``setting`` ``"asked"`` or ``"both"``, or ``"model"`` for the model's own
-    (a ``choice_orders`` attribute, set by the local backend from its ladder entry; none: ``"asked"``)."""
+    """How a choice question is asked: ``setting`` (``"asked"``, ``"both"``, ``"unnamed"``), or ``"model"`` for
+    the model's own (a ``choice_orders`` attribute, set by the local backend from its ladder entry; none:
+    ``"asked"``)."""
     if setting == "model":
-        return "both" if getattr(llm, "choice_orders", None) == "both" else "asked"
+        own = getattr(llm, "choice_orders", None)
+        return own if own in ("both", "unnamed") else "asked"
     return setting
 
 
-def choose_by_both_orders(llm: Any, step: Step, choice: Choice,
-                          messages_for: Callable[[str], Sequence[Message]]) -> tuple[str | None, str]:
+def names_an_option(choice: Choice, answer: str) -> bool:
+    """Whether ``answer`` names one of ``choice``'s options (either contains the other, case aside)."""
+    said = answer.strip().lower()
+    return bool(said) and any(o.lower() in said or said in o.lower() for o in choice.options)
+
+
+def choose_by_both_orders(llm: Any, step: Step, choice: Choice, messages_for: Callable[[str], Sequence[Message]],
+                          mark: bool = True) -> tuple[str | None, str]:
     """The option of ``choice`` the model prefers once the position is cancelled: the answer prompt
     (``messages_for(question)``) asked as written and swapped, :data:`CHOICE_TOKENS` first tokens each, the
     options' log-probabilities (:func:`option_logprobs`) summed over the two orders; noted in
     ``step.notes["choice"]``. Returns (option, "") or (None, why): an LLM that cannot tell its first tokens,
     options whose first tokens are the same, neither option begun in either order, or a tie - the caller then
-    asks for a reply and marks it as the answer role's fallback."""
+    asks for a reply and marks it as the answer role's fallback. ``mark``: mark the last call ``parsed`` (off
+    where these calls only check a reply already read)."""
     if not tells_first_tokens(llm):
         return None, f"{getattr(llm, 'spec', 'the LLM')} does not tell its first tokens' probabilities"
     options = choice.options
@@ -175,5 +186,6 @@ def choose_by_both_orders(llm: Any, step: Step, choice: Choice,
         return None, f"neither option among the {CHOICE_TOKENS} likeliest first tokens"
     if totals[0] == totals[1]:
         return None, "both options equally likely"
-    mark_exchange(step, "answer", "parsed")
+    if mark:
+        mark_exchange(step, "answer", "parsed")
     return options[0 if totals[0] > totals[1] else 1], ""

@@ -4,6 +4,8 @@ both are settings here, with deterministic decoding by default)."""
 
 from __future__ import annotations
 
+from functools import partial
+
 from tandem.llm.base import LLM
 from tandem.methods.answers import (
     REASONING_TOKENS,
@@ -17,7 +19,7 @@ from tandem.methods.answers import (
     yes_no_threshold,
 )
 from tandem.methods.base import Search, call_llm, mark_exchange, search_reranked
-from tandem.methods.choices import choice_orders, choose_by_both_orders, option_answer, parse_choice
+from tandem.methods.choices import choice_orders, choose_by_both_orders, names_an_option, option_answer, parse_choice
 from tandem.methods.naive_rag.settings import NaiveRAGSettings
 from tandem.methods.parts import searching_with_reranker
 from tandem.registry import METHODS
@@ -37,7 +39,7 @@ class NaiveRAG:
         self.reranker, self.temperature, self.max_tokens = reranker, s.temperature, s.max_tokens
         self.best_last, self.question_first, self.reason_choices = s.doc_order == "best_last", s.question_first, s.reason_choices
         self.yes_no_threshold = yes_no_threshold(llm, s.yes_no_threshold)
-        self.both_orders = choice_orders(llm, s.choice_orders) == "both"
+        self.choice_orders = choice_orders(llm, s.choice_orders)
 
     def answer(self, question: Question) -> Answer:
         trace = Trace()
@@ -51,14 +53,15 @@ class NaiveRAG:
         reasoned = reasons_choice(question.text, style, self.reason_choices)  # a choice: facts first, then the answer
         messages = brief_answer_messages(question.text, shown, style=style, question_first=self.question_first,
                                          reason_choices=self.reason_choices)
-        fell_back, choice = "", parse_choice(question.text) if self.both_orders and not reasoned else None
+        choice = parse_choice(question.text) if self.choice_orders != "asked" and not reasoned else None
+        ask_both = partial(brief_answer_messages, docs=shown, style=style, question_first=self.question_first)
+        fell_back = ""
         if self.yes_no_threshold is not None and asks_yes_or_no(question.text):
             verdict, fell_back = verdict_by_margin(self.llm, answer_step, messages, self.yes_no_threshold)
             if verdict is not None:
                 return Answer(question.id, verdict, trace, self.name)
-        elif choice is not None:  # the options in both orders, the position's pull cancelled
-            option, fell_back = choose_by_both_orders(self.llm, answer_step, choice, lambda asked: brief_answer_messages(
-                asked, shown, style=style, question_first=self.question_first))
+        elif choice is not None and self.choice_orders == "both":  # the options in both orders: no position's pull
+            option, fell_back = choose_by_both_orders(self.llm, answer_step, choice, ask_both)
             if option is not None:
                 return Answer(question.id, option, trace, self.name)
         text = call_llm(self.llm, answer_step, "answer", messages, temperature=self.temperature,
@@ -66,7 +69,10 @@ class NaiveRAG:
         if fell_back:
             mark_exchange(answer_step, "answer", "fallback", f"{fell_back}: the greedy reply")
         answer = reasoned_answer(text) if reasoned else option_answer(question.text, clean_answer(text))
+        if choice is not None and self.choice_orders == "unnamed" and not names_an_option(choice, answer):
+            option, why = choose_by_both_orders(self.llm, answer_step, choice, ask_both, mark=False)
+            answer_step.notes.setdefault("choice", {}).update(reply=answer, **({"undecided": why} if why else {}))
+            answer = option or answer  # undecided: the reply stands (it was read as asked, so no fallback)
         return Answer(question.id, answer, trace, self.name)
-
 
 METHODS.register("naive_rag", settings=NaiveRAGSettings, needs=("index",))(searching_with_reranker("naive_rag", NaiveRAG))

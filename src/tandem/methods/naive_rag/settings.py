@@ -34,8 +34,8 @@ class NaiveRAGSettings(ReadSettings):
                              "P(yes) - log P(no) is above this threshold, else \"no\"; model: the model's own "
                              "(the 1.5B's 1.875; none: the reply), off: the reply (docs/methods/"
                              "baselines-measured.md, \"Yes/no questions\")")
-    choice_orders: Literal["model", "asked", "both"] = Field(
+    choice_orders: Literal["model", "asked", "both", "unnamed"] = Field(
         "model", description="a question that offers a choice (\"A or B?\"): both: asked with the options as "
                              "written and swapped, answered by the option whose first token is likelier over the "
-                             "two; asked: the reply; model: the model's own (docs/methods/baselines-measured.md, "
-                             "\"Choice questions\")")
+                             "two; unnamed: the reply, or both where it names neither option; asked: the reply; "
+                             "model: the model's own (docs/methods/baselines-measured.md, \"Choice questions\")")
