@@ -12,7 +12,7 @@ from tandem.corpus.loaders import load_dataset
 from tandem.errors import ConfigError
 from tandem.llm.base import LLMResponse
 from tandem.methods.answers import offers_a_choice
-from tandem.methods.choices import CHOICE_TOKENS, option_answer, option_logprobs, parse_choice
+from tandem.methods.choices import CHOICE_TOKENS, names_an_option, option_answer, option_logprobs, parse_choice
 from tandem.testing.fake_llm import FakeLLM
 from tandem.types import Question
 
@@ -37,6 +37,10 @@ def _tokens(*pairs: tuple[str, float]) -> LLMResponse:
      ("the Battle of Peleliu", "the Battle of Belleau Wood"),
      "Which of these battles occurred earlier--the Battle of Belleau Wood or the Battle of Peleliu?"),
     ("Which is a fish, salmon or oak?", ("salmon", "oak"), "Which is a fish, oak or salmon?"),
+    ("In 2001, was Emma Bull or Virginia Woolf older?", ("Emma Bull", "Virginia Woolf"),
+     "In 2001, was Virginia Woolf or Emma Bull older?"),
+    ("Emma Bull or Virginia Woolf: who was born first?", ("Emma Bull", "Virginia Woolf"),
+     "Virginia Woolf or Emma Bull: who was born first?"),
 ])
 def test_the_options_are_read_from_the_question_and_swapped_in_place(question, options, swapped):
     choice = parse_choice(question)
@@ -53,8 +57,13 @@ def test_nearly_every_choice_question_of_hotpotqa_is_read():
     questions = [q.text for q in load_dataset(shared("hotpotqa/dev500.jsonl")).questions if offers_a_choice(q.text)]
     read = [parse_choice(q) for q in questions]
     assert len(questions) == 124 and sum(c is not None for c in read) == 123  # "... during Oranjegekte or to celebrate"
-    assert all(c.options[0].lower() in q.lower() and c.options[1].lower() in q.lower()
-               for q, c in zip(questions, read, strict=True) if c is not None)
+    swapped_back = [parse_choice(c.swapped()) for c in read if c is not None]
+    assert all(b is not None and b.swapped() == c.question for b, c in zip(swapped_back, filter(None, read), strict=True))
+    options = {c.question: c.options for c in read if c is not None}
+    assert options["Which film was Oscar nominated, LaLee's Kin: The Legacy of Cotton or Gimme Shelter, the 1970 "
+                   "Rolling Stones documentary?"] == ("LaLee's Kin: The Legacy of Cotton", "Gimme Shelter")
+    assert options["Which airport is busier, Palm Springs International Airport or Trenton\u2013Mercer Airport?"] == (
+        "Palm Springs International Airport", "Trenton\u2013Mercer Airport")
 
 
 @pytest.mark.parametrize(("question", "reply", "answer"), [
@@ -68,6 +77,7 @@ def test_nearly_every_choice_question_of_hotpotqa_is_read():
      "Franki Valli singing with The Four Seasons"),  # does not open with an option
     ("Who died first, George Archainbaud or Ralph Murphy?", "George Archainbaudx", "George Archainbaudx"),
     ("Where was George Archainbaud born?", "George Archainbaud was born in Paris", "George Archainbaud was born in Paris"),
+    ("Which is older, Emma or Emma Bull?", "Emma Bull was born in 1954", "Emma Bull"),  # the longer option first
 ])
 def test_a_reply_that_opens_with_an_option_and_goes_on_is_cut_to_the_option(question, reply, answer):
     assert option_answer(question, reply) == answer
@@ -107,7 +117,7 @@ def test_both_orders_cancel_a_pull_towards_the_first_option(search):
 
 def test_a_choice_the_first_tokens_cannot_decide_is_the_reply_counted_as_a_fallback(search):
     undecided = _tokens(("Both", -0.1), ("Neither", -2.0))
-    llm = FakeLLM(responses=[undecided, undecided, "Emma Bull"], tells_first_tokens=True)
+    llm = FakeLLM(responses=[undecided, "Emma Bull"], tells_first_tokens=True)
     ans = build_method("naive_rag", llm, search, k=2, choice_orders="both").answer(WOOLF)
     step = ans.trace.steps[-1]
     assert ans.text == "Emma Bull" and llm.calls[-1].first_tokens == 0
@@ -131,16 +141,39 @@ def test_unnamed_asks_both_orders_only_where_the_reply_names_neither_option(sear
     ans = build_method("naive_rag", llm, search, k=2, choice_orders="unnamed").answer(question)
     assert ans.text == "Nurse Betty" and len(llm.calls) == 1
     undecided = _tokens(("Neil", -0.1))
-    llm = FakeLLM(responses=["Neil LaBute", undecided, undecided], tells_first_tokens=True)
+    llm = FakeLLM(responses=["Neil LaBute", undecided], tells_first_tokens=True)
     ans = build_method("naive_rag", llm, search, k=2, choice_orders="unnamed").answer(question)
     notes = ans.trace.steps[-1].notes
     assert ans.text == "Neil LaBute" and "neither option" in notes["choice"]["undecided"] and "fallbacks" not in notes
 
 
+def test_one_order_alone_does_not_decide(search):
+    as_written = _tokens(("Emma", -0.5), ("Virginia", -1.0))
+    swapped = _tokens(("Both", -0.1), ("Neither", -2.0))  # neither option: the pull would go uncancelled
+    llm = FakeLLM(responses=[as_written, swapped, "Emma Bull"], tells_first_tokens=True)
+    ans = build_method("naive_rag", llm, search, k=2, choice_orders="both").answer(WOOLF)
+    step = ans.trace.steps[-1]
+    assert ans.text == "Emma Bull" and llm.calls[-1].first_tokens == 0 and step.llm_calls[-1].outcome == "fallback"
+    assert "of one order" in step.notes["fallbacks"][0] and "choice" not in step.notes
+
+
+def test_reasoned_choices_ask_no_first_tokens(search):
+    llm = FakeLLM(responses=["Woolf 1882, Bull 1954. So the answer is: Virginia Woolf"], tells_first_tokens=True)
+    ans = build_method("naive_rag", llm, search, k=2, choice_orders="both", reason_choices=True).answer(WOOLF)
+    assert ans.text == "Virginia Woolf" and [c.first_tokens for c in llm.calls] == [0]
+
+
+def test_a_reply_names_an_option_by_whole_words():
+    choice = parse_choice("Who is older, Arnold Palmer or Tiger Woods?")
+    assert names_an_option(choice, "Palmer") and names_an_option(choice, "Arnold Palmer, the golfer")
+    assert not names_an_option(choice, "no") and not names_an_option(choice, "Arnoldo") and not names_an_option(choice, "")
+
+
 def test_the_models_own_choice_orders_is_the_default(search):
     for own, setting, calls in (("both", "model", 2), ("asked", "model", 1), (None, "model", 1),
-                                ("both", "asked", 1), (None, "both", 2)):
-        replies = [_tokens(("Emma", -0.5), ("Virginia", -1.0))] * 2 if calls == 2 else ["Emma Bull"]
+                                ("both", "asked", 1), (None, "both", 2), ("unnamed", "model", 3)):
+        tokens = [_tokens(("Emma", -0.5), ("Virginia", -1.0))] * 2
+        replies = {1: ["Emma Bull"], 2: tokens, 3: ["Bull's book", *tokens]}[calls]
         llm = FakeLLM(responses=replies, tells_first_tokens=True)
         llm.choice_orders = own  # the local backend sets it from the model's ladder entry
         ans = build_method("naive_rag", llm, search, k=2, choice_orders=setting).answer(WOOLF)

@@ -22,6 +22,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -63,9 +64,9 @@ class LadderModel(BaseModel):
     #: where set, NativeRAG answers a yes/no question "yes" when the first-token margin log P(yes) - log P(no)
     #: is above it (chosen on dev500 250-374; docs/methods/baselines-measured.md, "Yes/no questions")
     yes_no_threshold: float | None = None
-    #: how NativeRAG asks a question that offers a choice: "asked" (the reply) or "both" (the options in both
-    #: orders; docs/methods/baselines-measured.md, "Choice questions")
-    choice_orders: str = "asked"
+    #: how NativeRAG asks a question that offers a choice: "asked" (the reply), "both" (the options in both
+    #: orders) or "unnamed" (both where the reply names neither; docs/methods/baselines-measured.md, "Choice questions")
+    choice_orders: Literal["asked", "both", "unnamed"] = "asked"
 
     @property
     def install_command(self) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, get_args
 
 from tandem.llm.base import LLMRequest, Message, tells_first_tokens
@@ -94,27 +94,43 @@ def yes_no_margin(first_tokens: Sequence[tuple[str, float]]) -> float | None:
     """log P(yes) - log P(no) of a reply's first token, from its likeliest first tokens (token text, natural-log
     probability; :attr:`tandem.llm.base.LLMResponse.first_tokens`): each side sums the probability of its
     forms ("Yes", " yes", ...). None where neither side is among them; +-inf where only one is."""
-    sides = {"yes": [], "no": []}
-    for token, logprob in first_tokens:
-        side = token.strip().lower()
-        if side in sides:
-            sides[side].append(math.exp(logprob))
-    if not sides["yes"] and not sides["no"]:
+    yes, no = (token_mass(first_tokens, lambda token, side=side: token.strip().lower() == side)
+               for side in ("yes", "no"))
+    if not yes and not no:
         return None
-    yes, no = (math.log(sum(p)) if p else -math.inf for p in (sides["yes"], sides["no"]))
-    return yes - no
+    return (math.log(yes) if yes else -math.inf) - (math.log(no) if no else -math.inf)
+
+
+def token_mass(first_tokens: Sequence[tuple[str, float]], matches: Callable[[str], bool]) -> float:
+    """The probability of the first tokens (text, log-probability) whose text ``matches``, summed."""
+    return sum(math.exp(logprob) for token, logprob in first_tokens if matches(token))
+
+
+def models_own(llm: Any, name: str, setting: Any) -> Any:
+    """A setting whose value ``"model"`` means the model's own: the LLM's ``name`` attribute (set by the local
+    backend from the model's ladder entry; None where it has none); any other value as it is."""
+    return getattr(llm, name, None) if setting == "model" else setting
 
 
 def yes_no_threshold(llm: Any, setting: float | str) -> float | None:
     """The threshold a yes/no question's first-token margin is read with (:func:`verdict_by_margin`), None for
     the greedy reply: ``setting`` a number, ``"model"`` the model's own (a ``yes_no_threshold`` attribute, set by
     the local backend from its ladder entry; none: None), ``"off"`` None."""
-    if setting == "off":
-        return None
-    if setting == "model":
-        own = getattr(llm, "yes_no_threshold", None)
-        return float(own) if isinstance(own, int | float) else None
-    return float(setting)
+    value = models_own(llm, "yes_no_threshold", setting)
+    return float(value) if isinstance(value, int | float) else None
+
+
+FirstTokens = tuple[tuple[str, float], ...]
+
+
+def ask_first_tokens(llm: Any, step: Step, messages: Sequence[Message], k: int) -> tuple[FirstTokens | None, str]:
+    """The answer prompt ``messages``' k likeliest first tokens (text, log-probability), the call recorded in
+    ``step`` as the answer role's; (None, why) where ``llm`` does not tell them
+    (:func:`tandem.llm.base.tells_first_tokens`)."""
+    if not tells_first_tokens(llm):
+        return None, f"{getattr(llm, 'spec', 'the LLM')} does not tell its first tokens' probabilities"
+    request = LLMRequest(messages=tuple(messages), max_tokens=1, first_tokens=k)
+    return record_call(llm, step, "answer", request).first_tokens, ""
 
 
 def verdict_by_margin(llm: Any, step: Step, messages: Sequence[Message], threshold: float) -> tuple[str | None, str]:
@@ -124,10 +140,10 @@ def verdict_by_margin(llm: Any, step: Step, messages: Sequence[Message], thresho
     or, where ``llm`` does not tell its first tokens' probabilities (:func:`tandem.llm.base.tells_first_tokens`)
     or neither yes nor no is among them, (None, why) - the caller then asks for a reply and marks it as the
     answer role's fallback."""
-    if not tells_first_tokens(llm):
-        return None, f"{getattr(llm, 'spec', 'the LLM')} does not tell its first tokens' probabilities"
-    request = LLMRequest(messages=tuple(messages), max_tokens=1, first_tokens=FIRST_TOKENS)
-    margin = yes_no_margin(record_call(llm, step, "answer", request).first_tokens)
+    tokens, why = ask_first_tokens(llm, step, messages, FIRST_TOKENS)
+    if tokens is None:
+        return None, why
+    margin = yes_no_margin(tokens)
     if margin is None:
         return None, f"neither yes nor no among the {FIRST_TOKENS} likeliest first tokens"
     step.notes["yes_no_margin"] = round(max(-MARGIN_CLIP, min(MARGIN_CLIP, margin)), 3)  # JSON has no infinity

@@ -75,4 +75,5 @@ class NaiveRAG:
             answer = option or answer  # undecided: the reply stands (it was read as asked, so no fallback)
         return Answer(question.id, answer, trace, self.name)
 
+
 METHODS.register("naive_rag", settings=NaiveRAGSettings, needs=("index",))(searching_with_reranker("naive_rag", NaiveRAG))
