@@ -80,7 +80,7 @@ def test_nearly_every_choice_question_of_hotpotqa_is_read():
     ("Which is older, Emma or Emma Bull?", "Emma Bull was born in 1954", "Emma Bull"),  # the longer option first
 ])
 def test_a_reply_that_opens_with_an_option_and_goes_on_is_cut_to_the_option(question, reply, answer):
-    assert option_answer(question, reply) == answer
+    assert option_answer(parse_choice(question), reply) == answer
 
 
 def test_nativerag_answers_with_the_option_its_reply_opens_with(search):

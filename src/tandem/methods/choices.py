@@ -121,12 +121,11 @@ def parse_choice(question: str) -> Choice | None:
     return Choice(question, first, second)
 
 
-def option_answer(question: str, answer: str) -> str:
-    """``answer`` cut to the option it opens with, where ``question`` offers a choice (:func:`parse_choice`) and
-    the reply goes on past the option ("Icehouse pieces was released in 1987" -> "Icehouse pieces"); else
-    ``answer`` as it is. On dev500 250-499 it changes 6 of NativeRAG's 250 answers, 4 better and none worse
-    (docs/methods/baselines-measured.md, "Choice questions")."""
-    choice = parse_choice(question)
+def option_answer(choice: Choice | None, answer: str) -> str:
+    """``answer`` cut to the option of ``choice`` (the question's, :func:`parse_choice`) it opens with, where the
+    reply goes on past the option ("Icehouse pieces was released in 1987" -> "Icehouse pieces"); else
+    ``answer`` as it is (also for no choice). On dev500 250-499 it changes 6 of NativeRAG's 250 answers, 4
+    better and none worse (docs/methods/baselines-measured.md, "Choice questions")."""
     if choice is None:
         return answer
     reply = answer.strip()
@@ -180,7 +179,7 @@ def choose_by_both_orders(llm: Any, step: Step, choice: Choice, messages_for: Ca
     (``messages_for(question)``) asked as written and swapped, :data:`CHOICE_TOKENS` first tokens each, the
     options' log-probabilities (:func:`option_logprobs`) summed over the two orders; noted in
     ``step.notes["choice"]``. Returns (option, "") or (None, why): an LLM that cannot tell its first tokens,
-    options whose first tokens are the same, neither option begun in either order, or a tie - the caller then
+    options where one's first word begins the other's, an order whose tokens begin neither, or a tie - the caller then
     asks for a reply and marks it as the answer role's fallback. ``mark``: mark the last call ``parsed`` (off
     where these calls only check a reply already read)."""
     options = choice.options

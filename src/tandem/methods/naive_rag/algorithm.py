@@ -53,7 +53,7 @@ class NaiveRAG:
         reasoned = reasons_choice(question.text, style, self.reason_choices)  # a choice: facts first, then the answer
         messages = brief_answer_messages(question.text, shown, style=style, question_first=self.question_first,
                                          reason_choices=self.reason_choices)
-        choice = parse_choice(question.text) if self.choice_orders != "asked" and not reasoned else None
+        choice = None if reasoned else parse_choice(question.text)  # read once: the options, and the reply by them
         ask_both = partial(brief_answer_messages, docs=shown, style=style, question_first=self.question_first)
         fell_back = ""
         if self.yes_no_threshold is not None and asks_yes_or_no(question.text):
@@ -68,7 +68,7 @@ class NaiveRAG:
                         max_tokens=max(self.max_tokens, REASONING_TOKENS) if reasoned else self.max_tokens)
         if fell_back:
             mark_exchange(answer_step, "answer", "fallback", f"{fell_back}: the greedy reply")
-        answer = reasoned_answer(text) if reasoned else option_answer(question.text, clean_answer(text))
+        answer = reasoned_answer(text) if reasoned else option_answer(choice, clean_answer(text))
         if choice is not None and self.choice_orders == "unnamed" and not names_an_option(choice, answer):
             option, why = choose_by_both_orders(self.llm, answer_step, choice, ask_both, mark=False)
             answer_step.notes.setdefault("choice", {}).update(reply=answer, **({"undecided": why} if why else {}))
