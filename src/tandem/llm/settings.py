@@ -51,7 +51,9 @@ class LocalSettings(BackendSettings):
     weights: Literal["fp16", "int8", "int4", "q4_1", "gguf"] | None = Field(
         None, description="the openvino engine's weights; null: the GGUF's own Q4_1 blocks (q4_1) where it has "
                           "them, else gguf (OpenVINO reads the GGUF itself)")
-    dtype: Precision | None = Field(None, description="compute precision; null: float32")
+    dtype: Precision | None = Field(None, description="compute precision; null: the ladder model's fast_dtype "
+                                                      "where the CPU computes it natively (none has one today), "
+                                                      "else float32")
     num_threads: int | None = Field(None, description="CPU threads; null or 0: $TANDEM_LLM_THREADS, else the "
                                                       "idle CPUs (openvino) or torch's default (torch)")
     json_mode: JsonMode = Field("schema", description="schema: replies to a JSON schema are decoded under it "
