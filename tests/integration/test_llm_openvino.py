@@ -304,3 +304,17 @@ def test_a_run_records_the_engine_that_answered(tmp_path: Path) -> None:
     kv = "float32" if dtype == "float32" else local.DEFAULT_KV_CACHE
     assert note.startswith("openvino ") and "-ov-q4_1-" in note and f"dtype={dtype}," in note and f"kv_cache={kv}," in note
     assert "dynamic_quantization=0" in note
+
+
+def test_the_embeddings_path_computes_in_the_engines_dtype() -> None:
+    """R²AG generates from input embeddings through the transformers model: in bf16 where the engine is asked
+    for bf16 (an R²-Former trained through a bf16 LLM is read by a bf16 one), f32 otherwise."""
+    import torch
+
+    bf16 = load_llm("local", engine="openvino", dtype="bfloat16")
+    assert isinstance(bf16, OVLLM)
+    assert bf16.torch_llm.model.dtype == torch.bfloat16
+    assert "bfloat16" in bf16.torch_llm.engine_note
+    f32 = load_llm("local", engine="openvino", dtype="float32", kv_cache="float32")
+    assert isinstance(f32, OVLLM)
+    assert f32.torch_llm.model.dtype == torch.float32

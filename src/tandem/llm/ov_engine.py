@@ -142,6 +142,7 @@ class OVLLM:
         self.spec, self.name, self.json_mode = spec, name, json_mode
         self.path, self.torch_path = str(model_dir), str(torch_dir)
         self._weights_dir = weights_dir
+        self._torch_dtype = dtype or "float32"  # the embeddings path computes in the engine's precision
         self.threads = requested_threads(num_threads) or idle_cpus()
         props: dict[str, Any] = {"INFERENCE_NUM_THREADS": self.threads, "CACHE_DIR": str(Path(model_dir) / "compiled"),
                                  "KV_CACHE_PRECISION": KV_PRECISIONS[kv_cache]}
@@ -345,13 +346,14 @@ class OVLLM:
 
     @property
     def torch_llm(self) -> HFLLM:
-        """:class:`HFLLM` on the converted folder, loaded at first use (embeddings path, training); for a GGUF
+        """:class:`HFLLM` on the converted folder, in the engine's ``dtype`` (f32 where none was given), loaded at
+        first use (embeddings path, training); for a GGUF
         OpenVINO reads itself the folder holds no weights, and the model is converted then (``weights_dir``)."""
         with self._torch_lock:
             if self._torch is None:
                 folder = self._weights_dir() if self._weights_dir is not None else self.torch_path
                 self._torch = HFLLM(str(folder), spec=self.spec, name=self.name, num_threads=self.threads,
-                                    json_mode=self.json_mode)
+                                    json_mode=self.json_mode, dtype=self._torch_dtype)
             return self._torch
 
     @property
