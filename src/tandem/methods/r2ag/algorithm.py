@@ -100,7 +100,7 @@ class R2AG:
         self.llm, self.model, self.encoder, self.search, self.store = llm, r2former.eval(), encoder, search, store
         self.k, self.docs, self.max_tokens, self.inject = s.k, s.docs, s.max_tokens, s.inject
         self.template = s.template or cfg.template
-        self.doc_words = s.doc_words if s.doc_words is not None else cfg.doc_words
+        self.doc_words = (s.doc_words or None) if s.doc_words is not None else cfg.doc_words  # 0: whole
         self.placeholder = choose_placeholder(llm.tokenizer, llm.eos_token_ids, s.placeholder or cfg.placeholder or None)
 
     def candidates(self, question: Question) -> tuple[list[Hit], list[Document]]:

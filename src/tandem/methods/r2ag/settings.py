@@ -25,4 +25,4 @@ class R2AGSettings(Settings):
     inject: bool = Field(True, description="false keeps the placeholders' own embeddings (a control)")
     placeholder: str | None = Field(None, description="placeholder token (default: the checkpoint's)", json_schema_extra=SERVER_ONLY)
     template: str | None = Field(None, description="prompt wrapper (default: the checkpoint's)", json_schema_extra=SERVER_ONLY)
-    doc_words: int | None = Field(None, ge=1, description="words kept per document (default: the checkpoint's)")
+    doc_words: int | None = Field(None, ge=0, description="words kept per document (default: the checkpoint's; 0: whole)")
