@@ -88,7 +88,7 @@ def gemm_peak(hidden: int, ffn: int, seconds: float = 2.0) -> dict[str, float]:
     AVX2-only CPU runs at ~1 GFLOPS, minutes for this loop, and bounds nothing an engine does there)."""
     import torch
 
-    from tandem.llm.local import cpu_capabilities
+    from tandem.llm.cpus import cpu_capabilities
 
     dtypes = {"fp32": torch.float32, **({"bf16": torch.bfloat16} if "BF16" in cpu_capabilities() else {})}
     out: dict[str, float] = {}

