@@ -33,7 +33,7 @@ from tandem.model_files import cache_root
 CHUNK = 8 << 20  # bytes read at a time while assembling (memory stays flat whatever the model's size)
 
 
-#: the kinds of CPU the answers rule is run on apart (:func:`tandem.llm.local.cpu_kind`)
+#: the kinds of CPU the answers rule is run on apart (:func:`tandem.llm.cpus.cpu_kind`)
 CpuKind = Literal["amx", "avx512_bf16", "other"]
 
 
@@ -62,7 +62,7 @@ class LadderModel(BaseModel):
     speed: str  # measured NativeRAG seconds a question (docs/models.md)
     #: the answer prompt's style this model was checked with (tandem.methods.answers.brief_answer_messages)
     answer_style: str = "instruction"
-    #: per kind of CPU (:func:`tandem.llm.local.cpu_kind`), a compute precision faster than f32 whose answers
+    #: per kind of CPU (:func:`tandem.llm.cpus.cpu_kind`), a compute precision faster than f32 whose answers
     #: passed both halves of the answers rule on this model on a CPU of that kind (NativeRAG and DualRAG;
     #: docs/faster-arithmetic.md): the OpenVINO engine's default there. The rule is run per kind because the
     #: kernels differ: bf16 failed the DualRAG half on an AVX-512 BF16 CPU without AMX
