@@ -169,8 +169,10 @@ def test_the_engine_runs_in_its_own_process_and_a_dead_one_is_replaced(monkeypat
 
     def cancelled_call() -> None:
         with observe_traces(observer):
-            unseen = LLMRequest.from_prompt("Repeat these words. " + "kappa lambda mu nu " * 400, max_tokens=400)
-            cancelled.append(_error_of(llm, unseen, Cancelled))  # a prompt not cached: seconds of prefill
+            # a prompt not cached, ~5,000 tokens: seconds of prefill even in bf16 with AMX (the reply could end
+            # within the second a shorter one leaves)
+            unseen = LLMRequest.from_prompt("Repeat these words. " + "kappa lambda mu nu " * 1000, max_tokens=400)
+            cancelled.append(_error_of(llm, unseen, Cancelled))
 
     caller = threading.Thread(target=cancelled_call)
     caller.start()
@@ -182,7 +184,7 @@ def test_the_engine_runs_in_its_own_process_and_a_dead_one_is_replaced(monkeypat
     assert "Paris" in llm.complete(FRANCE).text and llm.peak_batch == 1
 
     failed: list[str] = []
-    fresh = LLMRequest.from_prompt("Repeat these words. " + "epsilon zeta eta theta " * 400, max_tokens=400)
+    fresh = LLMRequest.from_prompt("Repeat these words. " + "epsilon zeta eta theta " * 1000, max_tokens=400)
     waiter = threading.Thread(target=lambda: failed.append(_error_of(llm, fresh, LLMError)))
     waiter.start()
     time.sleep(1.0)  # the request is in the engine, prefilling (seconds)

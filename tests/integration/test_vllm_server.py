@@ -110,7 +110,7 @@ def test_methods_end_to_end_with_schema_decoding(vllm, dev, method, settings):
 def test_r2ag_prompt_embeddings_match_in_process_injection(vllm, dev):
     spec, _ = vllm
     questions, _, store = dev
-    local = load_llm("local")
+    local = load_llm("local", dtype="float32")  # as the server computes (the default is bf16 where AMX passed the rule)
     torch.manual_seed(0)
     model = R2Former(R2FormerConfig(llm_hidden=local.model.config.hidden_size, embed_std=0.136,
                                     projection="scaled")).eval()
