@@ -51,7 +51,9 @@ def busy_cpus(window_s: float = 0.3, stat: str = "/proc/stat") -> float | None:
     return (os.cpu_count() or 1) * (total - idle) / total
 
 
-#: Linux's /proc/cpuinfo flag of the AMX tiles that multiply bf16 (Intel Xeon since Sapphire Rapids)
+#: Linux's /proc/cpuinfo flag of the AMX tiles that multiply bf16 (Intel Xeon since Sapphire Rapids); the kernel
+#: clears it where it does not enable the tiles' state, so a VM whose CPUID advertises AMX without letting
+#: processes use it does not count as one
 AMX_FLAG = "amx_bf16"
 
 
