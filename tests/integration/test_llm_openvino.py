@@ -229,14 +229,16 @@ def test_bad_options_are_config_errors() -> None:
         load_llm("local", engine="openvino", kv_cache="q4")
     with pytest.raises(ConfigError, match="kv_cache=float32 needs dtype=float32"):
         load_llm("local", engine="openvino", dtype="bfloat16", kv_cache="float32")
-    with pytest.raises(ConfigError, match="dynamic_quantization is a group size >= 0"):
+    with pytest.raises(ConfigError, match="dynamic_quantization is a whole number >= 0, got -1"):
         load_llm("local", engine="openvino", dynamic_quantization=-1)
-    with pytest.raises(ConfigError, match="dynamic_quantization is a whole number, got 'abc'"):
+    with pytest.raises(ConfigError, match="dynamic_quantization is a whole number >= 0, got 'abc'"):
         load_llm("local", engine="openvino", dynamic_quantization="abc")
     with pytest.raises(ConfigError, match="step_tokens must be >= max_batch"):
         load_llm("local", engine="openvino", step_tokens=8)
-    with pytest.raises(ConfigError, match="step_tokens is a whole number, got 'lots'"):
+    with pytest.raises(ConfigError, match="step_tokens is a whole number >= 0, got 'lots'"):
         load_llm("local", engine="openvino", step_tokens="lots")
+    with pytest.raises(ConfigError, match="prompt_lookup is a whole number >= 0, got -2"):
+        load_llm("local", engine="openvino", prompt_lookup=-2)
     with pytest.raises(ConfigError, match="relax_strings is true or false, got 'maybe'"):
         load_llm("local", engine="openvino", relax_strings="maybe")
     with pytest.raises(ConfigError, match="engine_process is true or false, got 'yes'"):

@@ -34,7 +34,7 @@ PASSED_THROUGH = {"llamacpp": {"use_extra_bufts"}}
 #: what --llm-opt took before the settings models (the backends' ``takes=``): unchanged
 LLM_OPT_KEYS = {
     "local": {"json_mode", "num_threads", "dtype", "engine", "weights", "max_batch", "kv_cache_gb", "step_tokens",
-              "kv_cache", "dynamic_quantization", "relax_strings", "engine_process", "answer_style"},
+              "kv_cache", "dynamic_quantization", "relax_strings", "prompt_lookup", "engine_process", "answer_style"},
     "hf": {"json_mode", "num_threads", "dtype", "trust_remote_code"},
     "openai": {"json_mode", "timeout", "connect_timeout", "max_retries", "connect_retries", "timeout_retries",
                "backoff_base", "backoff_max", "max_concurrency", "api_key_env", "extra_body", "context_window"},

@@ -222,7 +222,7 @@ def load_local(
 
     ``engine="openvino"``: :class:`tandem.llm.ov_engine.OVLLM` (``engine_opts``: ``max_batch``,
     ``kv_cache_gb``, ``step_tokens``, ``kv_cache``, ``dynamic_quantization``, ``relax_strings``,
-    ``engine_process``) on ``weights``: by default the GGUF's own Q4_1 blocks put into an export of the
+    ``prompt_lookup``, ``engine_process``) on ``weights``: by default the GGUF's own Q4_1 blocks put into an export of the
     converted folder where its linear layers are Q4_1 (SmolLM2's; :data:`OPENVINO_DEFAULTS`, the fp32 path's
     answers), else the GGUF read by OpenVINO itself (``weights="gguf"``: no float copy of the model is made,
     so preparing the 1.5B stays within a few GB; only its tokenizer and config are converted); ``"torch"``:

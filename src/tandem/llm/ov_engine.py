@@ -14,17 +14,16 @@ the GIL through each step, so in-process the caller's other threads wait for it)
   and continues from the token before the step a string passes its bound, under the grammar of the
   rest of the reply (:mod:`tandem.llm.json_grammar`): the bounded grammar's reply at the speed of
   an unbounded one (``relax_strings``);
-- OpenVINO's CPU plugin picks its kernels at run time for the CPU it runs on (AVX2, AVX-512,
-  AVX-512 BF16/VNNI, AMX); it computes in the ``dtype`` given (the ``local`` backend asks for f32 with
-  the GGUF's own 4-bit weights, :data:`tandem.llm.local.OPENVINO_DEFAULTS`), else in bf16 where the CPU has it.
+- OpenVINO's CPU plugin picks its kernels for the CPU it runs on (AVX2, AVX-512 BF16/VNNI, AMX) and
+  computes in the ``dtype`` given (:data:`tandem.llm.local.OPENVINO_DEFAULTS`), else bf16 where the CPU has it;
+- ``prompt_lookup``: a step may draft tokens copied from the prompt and check them in one pass.
 
 Prompts are the same token ids the transformers engine builds (:func:`tandem.llm.hf.chat_token_ids`),
 so prompt and completion token counts mean the same thing on both engines. A request's JSON schema
 becomes an EBNF grammar without free whitespace (:func:`tandem.llm.structured.json_ebnf`).
 
-Methods that work on input embeddings (R²AG) and training use the model in transformers: the
-members that need it (``model``, ``embed_ids``, ``generate_from_embeds``, ...) load :class:`HFLLM` on
-the converted folder at first use.
+Methods that work on input embeddings (R²AG) and training use the model in transformers: ``model``,
+``embed_ids``, ``generate_from_embeds``, ... load :class:`HFLLM` on the converted folder at first use.
 """
 
 from __future__ import annotations
@@ -86,6 +85,8 @@ class OVLLM:
             in matmuls with compressed (int8/int4) weights; 0 turns it off; default: the plugin's (on).
         relax_strings: decode greedy requests' long strings without their bounds and continue at a
             bound (:mod:`tandem.llm.json_grammar`; same replies, faster); False: the bounded grammar.
+        prompt_lookup: prompt-lookup decoding, up to this many tokens drafted a step from the prompt (the
+            tokens that followed the reply's last n-gram there), checked in one pass; 0: off.
         engine_process: step the pipeline in a process of its own (:mod:`tandem.llm.ov_worker`; what
             ``tandem serve`` and ``tandem mcp`` ask for): openvino-genai holds the GIL through each step,
             so on a thread of this process (the default) every other thread waits for up to a step;
@@ -114,6 +115,7 @@ class OVLLM:
         kv_cache: str = DEFAULT_KV_CACHE,
         dynamic_quantization: int | None = None,
         relax_strings: bool = True,
+        prompt_lookup: int = 0,
         engine_process: bool = False,
         weights_dir: Callable[[], str | Path] | None = None,
     ) -> None:
@@ -130,9 +132,10 @@ class OVLLM:
             if not isinstance(flag, bool):
                 raise ConfigError(f"{key} is true or false, got {flag!r}")
         for key, value in (("max_batch", max_batch), ("kv_cache_gb", kv_cache_gb), ("step_tokens", step_tokens),
-                           ("dynamic_quantization", 0 if dynamic_quantization is None else dynamic_quantization)):
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise ConfigError(f"{key} is a whole number, got {value!r}")
+                           ("dynamic_quantization", 0 if dynamic_quantization is None else dynamic_quantization),
+                           ("prompt_lookup", prompt_lookup)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"{key} is a whole number >= 0, got {value!r}")
         if max_batch < 1 or kv_cache_gb < 1:
             raise ConfigError(f"max_batch and kv_cache_gb must be >= 1, got {max_batch} and {kv_cache_gb}")
         if step_tokens < max_batch:
@@ -149,11 +152,9 @@ class OVLLM:
         if dtype is not None:
             props["INFERENCE_PRECISION_HINT"] = PRECISIONS[dtype]
         if dynamic_quantization is not None:
-            if dynamic_quantization < 0:
-                raise ConfigError(f"dynamic_quantization is a group size >= 0 (0: off), got {dynamic_quantization}")
             props["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = dynamic_quantization
         self._init: dict[str, Any] = {"path": self.path, "spec": spec, "props": props, "kv_cache_gb": kv_cache_gb,
-                                      "max_batch": max_batch, "step_tokens": step_tokens}
+                                      "max_batch": max_batch, "step_tokens": step_tokens, "prompt_lookup": prompt_lookup}
         self._process = engine_process
         worker = EngineProcess(self._init, spec, engine_process)  # loads the model while the tokenizer loads here
         try:
@@ -175,7 +176,8 @@ class OVLLM:
         #: what computes the replies, recorded in a run's config.json notes
         self.engine_note = (f"openvino {Path(model_dir).name}, dtype={dtype or 'the plugin default'}, kv_cache={kv_cache}, "
                             f"dynamic_quantization={'the plugin default' if dynamic_quantization is None else dynamic_quantization}, "
-                            f"relax_strings={self._token_bytes is not None}, {self.threads} threads, cpu={cpu_kind()}"
+                            f"relax_strings={self._token_bytes is not None}, prompt_lookup={prompt_lookup}, "
+                            f"{self.threads} threads, cpu={cpu_kind()}"
                             f"{', engine process' if engine_process else ''}")
         config = _model_config(self.torch_path)
         window = config.get("max_position_embeddings")

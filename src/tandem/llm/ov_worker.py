@@ -35,12 +35,14 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import IO, Any
 
 from tandem.llm.json_grammar import Cursor, RelaxedPlan
 from tandem.llm.ov_messages import Params, Stats
+from tandem.llm.ov_pipeline import load, pipeline
 from tandem.llm.structured import json_ebnf
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,8 @@ log = logging.getLogger(__name__)
 STEP_LOG_ENV = "TANDEM_OV_STEP_LOG"
 #: the pipeline's metrics (``get_metrics()``) a step-log line ends with
 STEP_METRICS = ("cache_usage", "kv_cache_size_in_bytes", "scheduled_requests")
+#: prompt-lookup decoding: the longest n-gram of the reply's end looked up in the prompt
+LOOKUP_NGRAM = 3
 
 
 @dataclass
@@ -64,6 +68,7 @@ class Job:
     stops: tuple[bytes, ...] = ()  # stop strings this worker looks for (empty: none, or the engine's own)
     text: bytearray = field(default_factory=bytearray)  # the bytes of the tokens accepted so far
     handle: Any = None
+    pipe: Any = None  # the pipeline the running attempt is on
     peak: int = 0
     relaxed: bool = False  # started under the relaxed grammar
     continuations: int = 0
@@ -78,11 +83,17 @@ def relaxed_plan(schema_key: str) -> tuple[RelaxedPlan, str] | None:
 
 class WorkerEngine:
     """The pipeline and the requests it runs. ``token_bytes``: each token id's bytes (relaxed decoding
-    follows replies byte by byte), or None where the tokenizer is not byte-level BPE."""
+    follows replies byte by byte), or None where the tokenizer is not byte-level BPE.
+
+    ``lookup`` > 0: ``pipe`` decodes by prompt lookup, drafting up to that many tokens a step by copying
+    what followed the reply's last n-gram in the prompt; a pipeline built so runs no beam search, so
+    first-token requests run on a plain pipeline that ``beams`` builds at the first of them."""
 
     def __init__(self, pipe: Any, ovg: Any, eos_token_ids: list[int], token_bytes: list[bytes] | None,
-                 spec: str, step_log: IO[str] | None = None) -> None:
+                 spec: str, step_log: IO[str] | None = None, *, lookup: int = 0,
+                 beams: Callable[[], Any] | None = None) -> None:
         self._pipe, self._ovg, self.spec, self._step_log = pipe, ovg, spec, step_log
+        self.lookup, self._beams, self._beam_pipe = lookup, beams, None
         self.eos_token_ids, self._token_bytes = eos_token_ids, token_bytes
         self.jobs: dict[int, Job] = {}  # by pipeline request id
         self._ids = itertools.count()
@@ -112,6 +123,8 @@ class WorkerEngine:
             return config
         config.max_new_tokens = params.max_tokens if max_tokens is None else max_tokens
         config.stop_token_ids = set(self.eos_token_ids)
+        if self.lookup:
+            config.num_assistant_tokens, config.max_ngram_size = self.lookup, LOOKUP_NGRAM
         if params.stop and self._token_bytes is None:  # else this worker looks for them (stops_at)
             config.stop_strings = set(params.stop)
             config.include_stop_str_in_output = True  # the text is cut by the caller; token counts stay whole
@@ -131,12 +144,22 @@ class WorkerEngine:
 
         pid = next(self._ids)  # a fresh pipeline id per attempt: a cancelled attempt may still hold its own
         try:
-            job.handle = self._pipe.add_request(pid, ov.Tensor(np.array([job.ids + job.kept], dtype=np.int64)),
-                                                job.config)
+            job.pipe = self._pipe_for(job)
+            job.handle = job.pipe.add_request(pid, ov.Tensor(np.array([job.ids + job.kept], dtype=np.int64)),
+                                              job.config)
         except RuntimeError as exc:
             return ("error", job.rid, f"{self.spec}: request refused: {exc}")
         self.jobs[pid] = job
         return None
+
+    def _pipe_for(self, job: Job) -> Any:
+        """The pipeline for ``job``: the main one, or under prompt lookup the beams' one for first tokens."""
+        if not (self.lookup and job.params.first_tokens):
+            return self._pipe
+        if self._beam_pipe is None:
+            assert self._beams is not None, "prompt lookup needs a pipeline for first-token beams"
+            self._beam_pipe = self._beams()
+        return self._beam_pipe
 
     def cancel(self, rid: int) -> None:
         """Drop request ``rid`` (its caller stopped waiting): it leaves the batch at the next step and
@@ -236,12 +259,14 @@ class WorkerEngine:
         self.pending = []
         if not self.jobs and not self._dropped:
             return out
-        self._dropped = False
+        dropped, self._dropped = self._dropped, False
         for job in self.jobs.values():
             job.peak = max(job.peak, len(self.jobs))
         started = time.perf_counter()
         try:
             self._pipe.step()
+            if self._beam_pipe is not None and (dropped or any(j.pipe is self._beam_pipe for j in self.jobs.values())):
+                self._beam_pipe.step()
         except RuntimeError as exc:
             out += [("error", job.rid, f"{self.spec}: generation failed: {exc}") for job in self.jobs.values()]
             self.jobs.clear()
@@ -294,20 +319,6 @@ class WorkerEngine:
         return bool(self.jobs or self.pending or self.finished or self._dropped)
 
 
-def load(init: dict[str, Any]) -> tuple[Any, Any]:
-    """The pipeline of an init message (on ``init["path"]`` with its scheduler and plugin properties) and
-    the ``openvino_genai`` module. Raises RuntimeError where OpenVINO cannot load it."""
-    import openvino_genai as ovg
-
-    scheduler = ovg.SchedulerConfig()
-    scheduler.enable_prefix_caching = True
-    scheduler.cache_size = init["kv_cache_gb"]
-    scheduler.max_num_seqs = init["max_batch"]
-    scheduler.max_num_batched_tokens = init["step_tokens"]
-    scheduler.dynamic_split_fuse = True
-    return ovg.ContinuousBatchingPipeline(init["path"], scheduler, "CPU", init["props"]), ovg
-
-
 def serve(conn: Connection) -> None:
     """Run the worker on ``conn`` until told to stop or the parent's end closes."""
     init = conn.recv()
@@ -318,7 +329,8 @@ def serve(conn: Connection) -> None:
         return
     _, eos_token_ids, token_bytes = conn.recv()
     with contextlib.ExitStack() as stack:
-        engine = WorkerEngine(pipe, ovg, eos_token_ids, token_bytes, init["spec"], _open_step_log(stack))
+        engine = WorkerEngine(pipe, ovg, eos_token_ids, token_bytes, init["spec"], _open_step_log(stack),
+                              lookup=init.get("prompt_lookup", 0), beams=functools.partial(pipeline, ovg, init, False))
         conn.send(("ready", None))
         _loop(conn, engine, init["spec"])
 

@@ -72,6 +72,9 @@ class LocalSettings(BackendSettings):
                        "matmuls with compressed weights; 0: off; null: the CPU plugin's own (on)")
     relax_strings: bool = Field(True, description="openvino: decode long JSON strings without their bounds and "
                                                   "continue at a bound (same replies, faster)")
+    prompt_lookup: int = Field(0, ge=0, description="openvino: prompt-lookup decoding, up to this many tokens a "
+                                                     "step drafted by copying from the prompt and checked in one "
+                                                     "pass; 0: off (docs/engine-targets.md)")
     engine_process: bool = Field(False, description="openvino: step the engine in a process of its own (what "
                                                     "tandem serve and tandem mcp ask for)")
     cache_dir: str | Path | None = Field(None, **not_llm_opt("where converted models are kept; null: tandem's "
