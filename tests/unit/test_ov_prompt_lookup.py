@@ -7,22 +7,13 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from tests.unit.ov_fakes import CountdownHandle
 
-class _Handle:
-    def __init__(self, config: Any) -> None:
-        self.config, self.left = config, 2
 
-    def can_read(self) -> bool:
-        return False
-
-    def get_status(self) -> Any:
-        self.left -= 1
-        return SimpleNamespace(name="RUNNING" if self.left > 0 else "FINISHED")
-
-    def read_all(self) -> list[Any]:
-        if self.config.num_beams:
-            return [SimpleNamespace(generated_ids=[7], score=-0.1), SimpleNamespace(generated_ids=[8], score=-2.5)]
-        return [SimpleNamespace(generated_ids=[5, 9])]
+def _handle(config: Any) -> CountdownHandle:
+    if config.num_beams:
+        return CountdownHandle([SimpleNamespace(generated_ids=[7], score=-0.1), SimpleNamespace(generated_ids=[8], score=-2.5)])
+    return CountdownHandle([SimpleNamespace(generated_ids=[5, 9])])
 
 
 class _Pipe:
@@ -31,13 +22,13 @@ class _Pipe:
     def __init__(self, lookup: bool) -> None:
         self.lookup, self.steps, self.configs = lookup, 0, []
 
-    def add_request(self, pid: int, ids: Any, config: Any) -> _Handle:
+    def add_request(self, pid: int, ids: Any, config: Any) -> CountdownHandle:
         if self.lookup and not (config.num_assistant_tokens and config.max_ngram_size):
             raise RuntimeError("`max_ngram_size` && `num_assistant_tokens` should be specified")
         if not self.lookup and config.num_assistant_tokens:
             raise RuntimeError("assistant generation needs a draft or prompt lookup")
         self.configs.append(config)
-        return _Handle(config)
+        return _handle(config)
 
     def step(self) -> None:
         self.steps += 1

@@ -10,29 +10,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
-
-class _Handle:
-    def __init__(self) -> None:
-        self.left = 2
-
-    def can_read(self) -> bool:
-        return False
-
-    def get_status(self) -> Any:
-        self.left -= 1
-        return SimpleNamespace(name="RUNNING" if self.left > 0 else "FINISHED")
-
-    def read_all(self) -> list[Any]:
-        return [SimpleNamespace(generated_ids=[5, 9])]
+from tests.unit.ov_fakes import CountdownHandle
 
 
 class _Pipe:
     def __init__(self) -> None:
         self.steps = 0
 
-    def add_request(self, pid: int, ids: Any, config: Any) -> _Handle:
-        return _Handle()
+    def add_request(self, pid: int, ids: Any, config: Any) -> CountdownHandle:
+        return CountdownHandle([SimpleNamespace(generated_ids=[5, 9])])
 
     def step(self) -> None:
         self.steps += 1
