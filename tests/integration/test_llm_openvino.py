@@ -231,14 +231,16 @@ def test_bad_options_are_config_errors() -> None:
         load_llm("local", engine="openvino", dtype="bfloat16", kv_cache="float32")
     with pytest.raises(ConfigError, match="dynamic_quantization is a whole number >= 0, got -1"):
         load_llm("local", engine="openvino", dynamic_quantization=-1)
-    with pytest.raises(ConfigError, match="dynamic_quantization is a whole number >= 0, got 'abc'"):
+    with pytest.raises(ConfigError, match="dynamic_quantization is a whole number, got 'abc'"):
         load_llm("local", engine="openvino", dynamic_quantization="abc")
     with pytest.raises(ConfigError, match="step_tokens must be >= max_batch"):
         load_llm("local", engine="openvino", step_tokens=8)
-    with pytest.raises(ConfigError, match="step_tokens is a whole number >= 0, got 'lots'"):
+    with pytest.raises(ConfigError, match="step_tokens is a whole number, got 'lots'"):
         load_llm("local", engine="openvino", step_tokens="lots")
-    with pytest.raises(ConfigError, match="prompt_lookup is a whole number >= 0, got -2"):
+    with pytest.raises(ConfigError, match="prompt_lookup must be >= 0, got -2"):
         load_llm("local", engine="openvino", prompt_lookup=-2)
+    with pytest.raises(ConfigError, match="prompt_lookup is a whole number >= 0, got -2"):  # built directly
+        OVLLM("/nowhere", "/nowhere", prompt_lookup=-2)
     with pytest.raises(ConfigError, match="relax_strings is true or false, got 'maybe'"):
         load_llm("local", engine="openvino", relax_strings="maybe")
     with pytest.raises(ConfigError, match="engine_process is true or false, got 'yes'"):
@@ -304,10 +306,10 @@ def test_a_run_records_the_engine_that_answered(tmp_path: Path) -> None:
     config = json.loads((out / "config.json").read_text())
     assert config["llm"]["options"] == {}  # nothing given on the command line ...
     note = config["notes"]["llm_engine"]  # ... yet the run says what answered
-    dtype = local.default_dtype(local.default_model())  # the model's fast_dtype where the CPU computes it
-    kv = "float32" if dtype == "float32" else local.DEFAULT_KV_CACHE
-    assert note.startswith("openvino ") and "-ov-q4_1-" in note and f"dtype={dtype}," in note and f"kv_cache={kv}," in note
-    assert "dynamic_quantization=0" in note
+    fast = local.fast_settings(local.default_model())  # the model's fast settings where the CPU has passed them
+    kv = "float32" if fast.dtype == "float32" else local.DEFAULT_KV_CACHE
+    assert note.startswith("openvino ") and "-ov-q4_1-" in note and f"dtype={fast.dtype}," in note and f"kv_cache={kv}," in note
+    assert "dynamic_quantization=0" in note and f"prompt_lookup={fast.prompt_lookup}," in note
     assert f"cpu={local.cpu_kind()}" in note  # the kind of CPU the precision was chosen for
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -105,7 +106,6 @@ def test_a_damaged_file_of_the_right_size_is_hashed_and_assembled_again(split_mo
 
 
 def test_a_plain_local_runs_the_default_model_or_the_one_the_environment_names(monkeypatch):
-    from types import SimpleNamespace
 
     from tandem.llm import local
 
@@ -128,21 +128,43 @@ def test_a_wrong_model_in_the_environment_is_named_with_the_variable_and_the_lad
         gguf_file(ladder.default_model())
 
 
-def test_a_fast_dtype_is_the_default_only_on_the_kind_of_cpu_it_passed_on(monkeypatch):
+def test_fast_settings_are_the_defaults_only_on_the_kind_of_cpu_they_passed_on(monkeypatch):
     from tandem.llm import local
 
-    slow = ladder.LADDER["qwen2.5-coder-1.5b"].model_copy(update={"fast_dtype": {}})
-    fast = slow.model_copy(update={"name": "fast-model", "fast_dtype": {"amx": "bfloat16"}})  # passed there only
+    slow = ladder.LADDER["qwen2.5-coder-1.5b"].model_copy(update={"fast": {}})
+    passed = ladder.FastSettings(dtype="bfloat16", prompt_lookup=4)
+    fast = slow.model_copy(update={"name": "fast-model", "fast": {"amx": passed}})  # passed there only
     for model in (slow, fast):
         monkeypatch.setitem(ladder.LADDER, model.name, model)
         monkeypatch.setitem(ladder._BY_ALIAS, model.name, model.name)
     monkeypatch.setattr(local, "cpu_kind", lambda: "amx")
-    assert local.default_dtype(fast.name) == "bfloat16"
-    assert local.default_dtype(slow.name) == "float32"
-    assert local.default_dtype("/some/where/model.gguf") == "float32"  # not on the ladder: never checked
+    assert local.fast_settings(fast.name) == passed
+    f32_path = ladder.FastSettings()
+    assert (f32_path.dtype, f32_path.prompt_lookup) == ("float32", 0)
+    assert local.fast_settings(slow.name) == f32_path
+    assert local.fast_settings("/some/where/model.gguf") == f32_path  # not on the ladder: never checked
     for kind in ("avx512_bf16", "other"):  # bf16 kernels without AMX, or none: the rule was not passed there
         monkeypatch.setattr(local, "cpu_kind", lambda kind=kind: kind)
-        assert local.default_dtype(fast.name) == "float32"
+        assert local.fast_settings(fast.name) == f32_path
+
+
+def test_fast_settings_apply_together_and_only_where_no_dtype_is_asked_for(monkeypatch):
+    from tandem.llm import local
+
+    seen: list[dict] = []
+    monkeypatch.setattr(local, "fast_settings", lambda model: ladder.FastSettings(dtype="bfloat16", prompt_lookup=4))
+    monkeypatch.setattr(local, "openvino_missing", lambda: None)
+    monkeypatch.setattr(local, "gguf_file", lambda model: Path("/m/model.gguf"))
+    monkeypatch.setattr(local, "gguf_has_q4_1", lambda *a: True)
+    monkeypatch.setattr(local, "ensure_converted", lambda *a: Path("/m/converted"))
+    monkeypatch.setattr(local, "ensure_exported", lambda *a, **k: Path("/m/exported"))
+    monkeypatch.setattr("tandem.llm.ov_engine.OVLLM", lambda *a, **k: seen.append(k) or SimpleNamespace())
+    local._load("smollm2-135m", None, None, "openvino", None, None, None, "schema", {})
+    local._load("smollm2-135m", None, None, "openvino", None, "float32", None, "schema", {})  # the f32 path, asked
+    local._load("smollm2-135m", None, None, "openvino", None, None, None, "schema", {"prompt_lookup": 0})
+    assert [(k["dtype"], k["prompt_lookup"], k["kv_cache"]) for k in seen[:1]] == [("bfloat16", 4, "u8")]
+    assert (seen[1]["dtype"], seen[1].get("prompt_lookup", 0), seen[1]["kv_cache"]) == ("float32", 0, "float32")
+    assert (seen[2]["dtype"], seen[2]["prompt_lookup"]) == ("bfloat16", 0)  # one setting asked off, the rest kept
 
 
 @pytest.mark.parametrize(("capabilities", "flags", "kind"), [

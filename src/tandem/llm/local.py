@@ -53,7 +53,7 @@ from tandem.llm.convert import (  # noqa: F401 - conversion_key, converted_dir: 
 )
 from tandem.llm.cpus import cpu_kind
 from tandem.llm.hf import HFLLM
-from tandem.llm.ladder import default_model, find
+from tandem.llm.ladder import FastSettings, default_model, find
 from tandem.llm.ov_engine import DEFAULT_KV_CACHE
 from tandem.llm.settings import AnswerStyle
 from tandem.model_files import cache_root
@@ -70,9 +70,9 @@ NATIVE = "gguf"
 #: the openvino engine's settings unless given: the GGUF's own weights, f32 compute and KV cache, no dynamic
 #: quantization of activations - greedy answers identical to the torch (fp32) path on 49 of 50 held-out
 #: NativeRAG questions (docs/openvino.md); ``dtype=bfloat16`` (KV cache then ``u8``) trades that for speed, and is
-#: the default on a ladder model whose ``fast_dtype`` says it passed the answers rule (:func:`default_dtype`)
+#: the default on a ladder model whose ``fast`` settings say it passed the answers rule (:func:`fast_settings`)
 OPENVINO_DEFAULTS: dict[str, Any] = {"weights": FROM_GGUF, "dtype": "float32", "kv_cache": "float32",
-                                     "dynamic_quantization": 0}
+                                     "dynamic_quantization": 0, "prompt_lookup": 0}
 DEFAULT_WEIGHTS = "fp16"
 #: optimum-cli arguments beyond ``--weight-format``: int4 as the GGUF's Q4_1 blocks are made
 #: (asymmetric, groups of 32, every layer), the nearest NNCF recipe to the weights the fp32 path computes with
@@ -276,7 +276,10 @@ def _load(model: str, cache_dir: str | Path | None, spec: str | None, engine: st
         raise ConfigError(f"engine=openvino: {missing} (bash scripts/setup.sh installs it), or use engine=torch")
     from tandem.llm.ov_engine import OVLLM
 
-    dtype = dtype or default_dtype(model)
+    if dtype is None:  # the settings that passed the answers rule on this kind of CPU, together (else the f32 path's)
+        fast = fast_settings(model)
+        dtype = fast.dtype
+        engine_opts.setdefault("prompt_lookup", fast.prompt_lookup)
     engine_opts.setdefault("kv_cache", OPENVINO_DEFAULTS["kv_cache"] if dtype == "float32" else DEFAULT_KV_CACHE)
     engine_opts.setdefault("dynamic_quantization", OPENVINO_DEFAULTS["dynamic_quantization"])
     common = {"spec": spec, "name": short, "num_threads": num_threads, "json_mode": json_mode, "dtype": dtype}
@@ -307,12 +310,12 @@ def _load(model: str, cache_dir: str | Path | None, spec: str | None, engine: st
     return OVLLM(exported, folder, **common, **engine_opts)
 
 
-def default_dtype(model: str) -> str:
-    """The OpenVINO engine's compute precision when none is asked for: the ladder model's ``fast_dtype`` for
-    this kind of CPU (:func:`cpu_kind`; a precision that passed the answers rule on the model on such a CPU,
-    docs/faster-arithmetic.md), else float32, the f32 path's answers."""
+def fast_settings(model: str) -> FastSettings:
+    """The OpenVINO engine's settings when no ``dtype`` is asked for: the ladder model's ``fast`` settings for
+    this kind of CPU (:func:`cpu_kind`; settings that passed the answers rule together on the model on such a
+    CPU, docs/faster-arithmetic.md), else the f32 path's (float32, no prompt lookup)."""
     entry = find(model)
-    return (entry.fast_dtype.get(cpu_kind()) if entry else None) or OPENVINO_DEFAULTS["dtype"]
+    return (entry.fast.get(cpu_kind()) if entry else None) or FastSettings()
 
 
 def prepare_local(model: str | None = None, cache_dir: str | Path | None = None) -> Path:

@@ -51,8 +51,8 @@ class LocalSettings(BackendSettings):
     weights: Literal["fp16", "int8", "int4", "q4_1", "gguf"] | None = Field(
         None, description="the openvino engine's weights; null: the GGUF's own Q4_1 blocks (q4_1) where it has "
                           "them, else gguf (OpenVINO reads the GGUF itself)")
-    dtype: Precision | None = Field(None, description="compute precision; null: the ladder model's fast_dtype "
-                                                      "for this kind of CPU (amx, avx512_bf16, other: where it "
+    dtype: Precision | None = Field(None, description="compute precision; null: the ladder model's fast settings "
+                                                      "for this kind of CPU (amx, avx512_bf16, other: those that "
                                                       "passed the answers rule), else float32")
     num_threads: int | None = Field(None, description="CPU threads; null or 0: $TANDEM_LLM_THREADS, else the "
                                                       "idle CPUs (openvino) or torch's default (torch)")
@@ -74,7 +74,8 @@ class LocalSettings(BackendSettings):
                                                   "continue at a bound (same replies, faster)")
     prompt_lookup: int = Field(0, ge=0, description="openvino: prompt-lookup decoding, up to this many tokens a "
                                                      "step drafted by copying from the prompt and checked in one "
-                                                     "pass; 0: off (docs/engine-targets.md)")
+                                                     "pass; 0: off; unset with dtype unset: the ladder model's "
+                                                     "fast settings' (docs/faster-arithmetic.md)")
     engine_process: bool = Field(False, description="openvino: step the engine in a process of its own (what "
                                                     "tandem serve and tandem mcp ask for)")
     cache_dir: str | Path | None = Field(None, **not_llm_opt("where converted models are kept; null: tandem's "
