@@ -89,3 +89,18 @@ def test_without_prompt_lookup_every_request_runs_on_the_one_pipeline() -> None:
     engine.submit(2, [1, 2], Params(1, first_tokens=2))
     assert len(_run(engine)) == 2 and built == []
     assert [c.num_assistant_tokens for c in engine._pipe.configs] == [0, 0]
+
+
+def test_a_first_tokens_pipeline_openvino_cannot_build_refuses_that_request_and_the_engine_goes_on() -> None:
+    from tandem.llm.ov_worker import Params, WorkerEngine
+
+    def beams() -> _Pipe:
+        raise RuntimeError("out of memory while compiling")
+
+    engine = WorkerEngine(_Pipe(lookup=True), SimpleNamespace(GenerationConfig=_Config), [9], None, "local",
+                          lookup=4, beams=beams)
+    engine.submit(1, [1, 2], Params(1, first_tokens=2))
+    engine.submit(2, [1, 2, 3], Params(16))
+    replies = sorted(_run(engine), key=lambda reply: reply[1])
+    assert replies[0] == ("error", 1, "local: request refused: out of memory while compiling")
+    assert replies[1][:4] == ("done", 2, [5, 9], "FINISHED")
