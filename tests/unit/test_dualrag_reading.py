@@ -9,6 +9,7 @@ from dualrag_script import QUESTION, RecordingReranker, Roles, plan, think, two_
 from tandem.compose import build_method
 from tandem.errors import ConfigError
 from tandem.index import build_index, open_index
+from tandem.llm.base import LLMRequest, Message
 from tandem.methods import Search
 from tandem.methods.dualrag import DualRAG
 from tandem.methods.dualrag import parse as R
@@ -37,6 +38,12 @@ def test_role_llms_and_settings(tmp_path, small_docs):
     assert other.llms["summarizer"] is not llm and other.llms["reasoner"] is llm
     with pytest.raises(ConfigError, match="roles"):
         build_method("dualrag", llm, search, role_llms={"planner": "fake"})
+    scripted = build_method("dualrag", llm, search, role_llms={"summarizer": {"spec": "fake", "responses": ["n"]}})
+    assert scripted.llms["summarizer"].complete(LLMRequest([Message("user", "q")])).text == "n"  # the role's own options
+    with pytest.raises(ConfigError, match="role_llms\\['summarizer'\\]: a mapping needs 'spec'"):
+        build_method("dualrag", llm, search, role_llms={"summarizer": {"dtype": "bfloat16"}})
+    with pytest.raises(ConfigError, match="role_llms\\['answer'\\]: .*'nonsense'"):
+        build_method("dualrag", llm, search, role_llms={"answer": {"spec": "fake", "nonsense": 1}})
     with pytest.raises(ConfigError, match="reranker_model"):
         build_method("dualrag", llm, search, reranker="cross_encoder")
     with pytest.raises(ConfigError, match="reranker"):

@@ -76,8 +76,9 @@ class DualRAGSettings(RerankSettings):
                                                                             "free-text answer (use --reanswer)")
     max_entities: int | None = Field(None, ge=1, description="cap on entities per Entity Identifier reply "
                                                              "(null = none, as in the paper)")
-    role_llms: dict[str, str] = Field(default_factory=dict, description="role -> LLM spec; roles: "
-                                                                        + ", ".join(P.ROLES), json_schema_extra=SERVER_ONLY)
+    role_llms: dict[str, str | dict[str, Any]] = Field(
+        default_factory=dict, description="role -> LLM spec, or {\"spec\": SPEC, OPTION: VALUE, ...} with that "
+        "backend's options (as --llm-opt gives the run's LLM); roles: " + ", ".join(P.ROLES), json_schema_extra=SERVER_ONLY)
     send_schema: bool = Field(True, description="send each JSON role's bounded schema (false = prompt-only)")
     parallel_summaries: bool = Field(True, description="summarize a step's entities at once where the "
                                                        "Summarizer's LLM batches concurrent requests (the same "
