@@ -104,18 +104,16 @@ def searching_with_reranker(name: str, cls: Callable[..., Method]) -> Callable[[
 
 def load_role_llms(llm: LLM, specs: Mapping[str, str | Mapping[str, Any]]) -> dict[str, LLM]:
     """Role -> LLM: ``llm`` itself where the spec is its own, else the spec loaded. A spec is a string, or a
-    mapping of ``spec`` and that backend's options (``{"spec": "local:qwen2.5-coder-0.5b", "dtype":
-    "bfloat16"}``), checked as ``--llm-opt`` is: a ConfigError names a bad option and the role."""
+    mapping of ``spec`` (a string, as the method's settings check) and that backend's options
+    (``{"spec": "local:qwen2.5-coder-0.5b", "dtype": "bfloat16"}``), checked as ``--llm-opt`` is: a
+    ConfigError names a bad option and the role."""
     from tandem.llm.backends import load_llm
 
     def one(role: str, spec: str | Mapping[str, Any]) -> LLM:
         if isinstance(spec, str):
             return llm if spec == llm.spec else load_llm(spec)
-        opts = dict(spec)
-        name = opts.pop("spec", None)
-        if not isinstance(name, str):
-            raise ConfigError(f"role_llms[{role!r}]: a mapping needs 'spec' (an LLM spec string) beside the "
-                              f"backend's options, e.g. {{\"spec\": \"local:qwen2.5-coder-0.5b\", \"dtype\": \"bfloat16\"}}")
+        opts = dict(spec)  # {"spec": SPEC, OPTION: VALUE, ...}: DualRAGSettings checked that "spec" is there
+        name = opts.pop("spec")
         try:
             return load_llm(name, **opts)
         except ConfigError as exc:

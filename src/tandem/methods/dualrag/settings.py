@@ -92,4 +92,8 @@ class DualRAGSettings(RerankSettings):
         unknown = sorted(set(self.role_llms) - set(P.ROLES))
         if unknown:
             raise ValueError(f"unknown DualRAG role(s) {unknown} in role_llms; roles: {list(P.ROLES)}")
+        for role, spec in self.role_llms.items():
+            if isinstance(spec, dict) and not isinstance(spec.get("spec"), str):
+                raise ValueError(f"role_llms[{role!r}]: a mapping needs 'spec' (an LLM spec string) beside the "
+                                 "backend's options, e.g. {\"spec\": \"local:qwen2.5-coder-0.5b\", \"dtype\": \"bfloat16\"}")
         return self
