@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tandem.llm.backends import load_llm
 from tandem.llm.base import LLMRequest
+from tandem.llm.options import parse_pairs
 
 
 def recorded(run: Path, calls: int, contains: str | None) -> list[tuple[LLMRequest, str]]:
@@ -82,7 +83,7 @@ def main() -> None:
     parser.add_argument("--show", action="store_true", help="print both replies where they differ")
     parser.add_argument("--contains", help="only calls whose request holds this text (a role's heading)")
     args = parser.parse_args()
-    opts = dict(pair.split("=", 1) for pair in args.llm_opt)
+    opts = parse_pairs(args.llm_opt)  # values typed as tandem's --llm-opt types them
     calls = recorded(args.run, args.calls, args.contains)
     llm = load_llm(args.llm, **opts)
     start = time.perf_counter()
