@@ -95,9 +95,11 @@ def run_arm(cmd: list[str], run: Path, half: Half) -> None:
     print(f"\n== {half.method}, {run.name}: {done} of {half.limit} answered; running\n{shlex.join(cmd)}", flush=True)
     # every core for the engine, whatever else runs when the arm starts (the engine's own default counts idle ones)
     env = {**os.environ, "TANDEM_LLM_THREADS": os.environ.get("TANDEM_LLM_THREADS", str(os.cpu_count() or 1))}
+    proc = subprocess.Popen([sys.executable, "-m", "tandem.cli", *cmd[1:]], cwd=ROOT, env=env)
     try:
-        code = subprocess.run([sys.executable, "-m", "tandem.cli", *cmd[1:]], cwd=ROOT, env=env).returncode
-    except KeyboardInterrupt:
+        code = proc.wait()
+    except KeyboardInterrupt:  # the arm got the same Ctrl-C: let it stop on its own, writing what it answered
+        proc.wait()
         raise SystemExit(f"stopped: {run} keeps what it answered; run the same command again to resume") from None
     if code != 0:
         raise SystemExit(f"{run}: tandem eval qa exited with {code} (its messages above); the same command resumes")
