@@ -69,10 +69,12 @@ def arm_command(half: Half, llm: str, options: tuple[str, ...], index: Path, out
     return cmd
 
 
-def finished(run: Path) -> int:
-    """Questions an arm has answered without an error so far."""
+def finished(run: Path) -> tuple[int, int]:
+    """(questions an arm has finished so far, how many of them failed): a resumed run keeps its failures,
+    which leave a half incomplete until the arm runs again with ``--retry-errors``."""
     path = run / "predictions.jsonl"
-    return sum(not r.get("error") for r in read_finished(path).values()) if path.exists() else 0
+    records = list(read_finished(path).values()) if path.exists() else []
+    return len(records), sum(bool(r.get("error")) for r in records)
 
 
 def check_cpu(run: Path, kind: str) -> None:
@@ -87,11 +89,14 @@ def check_cpu(run: Path, kind: str) -> None:
                          "the rule pairs arms of one kind of CPU (move the folder away or pass another --root)")
 
 
-def run_arm(cmd: list[str], run: Path, half: Half) -> None:
-    """Run (or resume) one arm until its questions are answered; a stop leaves it resumable."""
-    done = finished(run)
-    if done >= half.limit:
+def run_arm(cmd: list[str], run: Path, half: Half, retry_errors: bool = False) -> None:
+    """Run (or resume) one arm until its questions are finished (with ``retry_errors``, its failed ones
+    again); a stop leaves it resumable."""
+    done, failed = finished(run)
+    if done >= half.limit and not (retry_errors and failed):
         return
+    if retry_errors:
+        cmd = [*cmd, "--retry-errors"]
     print(f"\n== {half.method}, {run.name}: {done} of {half.limit} answered; running\n{shlex.join(cmd)}", flush=True)
     # every core for the engine, whatever else runs when the arm starts (the engine's own default counts idle ones)
     env = {**os.environ, "TANDEM_LLM_THREADS": os.environ.get("TANDEM_LLM_THREADS", str(os.cpu_count() or 1))}
@@ -122,7 +127,9 @@ def report(results: dict[str, dict[str, Any]], setting: str, kind: str) -> str:
             lines.append(f"| {method} | {r['note']} | | | | | | no |")
             continue
         em, f1 = r["em"], r["f1"]
-        status = "yes" if r["holds"] else ("no" if r["complete"] else "not yet (incomplete)")
+        failed = sum(r.get("failed", {}).values())
+        status = "yes" if r["holds"] else ("no" if r["complete"] else
+                                           f"not yet ({failed} failed: run with --retry-errors)" if failed else "not yet")
         lines.append(f"| {method} | {r['questions']} of {HALVES[method].limit} | {r['identical']} | "
                      f"{em['a']:.3f} / {em['b']:.3f} | {f1['a']:.3f} / {f1['b']:.3f} | "
                      f"{em['diff']:+.3f} [{em['low']:+.3f}, {em['high']:+.3f}] | "
@@ -141,6 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--index", type=Path, default=ROOT / "runs" / "dev500",
                         help="a hybrid dev500 index with the graph extra (tandem index ... --extras graph)")
     parser.add_argument("--root", type=Path, default=ROOT / "runs" / "answers-rule")
+    parser.add_argument("--retry-errors", action="store_true", help="run the arms' failed questions again")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--report", action="store_true", help="pair what the arms hold now; run nothing")
     mode.add_argument("--plan", action="store_true", help="print the arms' commands; run nothing")
@@ -167,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
                 continue
             check_cpu(runs[name], kind)
             if not args.report:
-                run_arm(cmd, runs[name], half)
+                run_arm(cmd, runs[name], half, args.retry_errors)
         if args.plan:
             continue
         if not all((r / "predictions.jsonl").exists() for r in runs.values()):
@@ -179,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
         except SystemExit as exc:  # paired.compare's "share no answered question"
             results[method] = {"note": str(exc)}
             continue
-        results[method] = judge(pair, half)
+        results[method] = {**judge(pair, half), "failed": {name: finished(r)[1] for name, r in runs.items()}}
     if args.plan:
         return
     text = report(results, args.setting, kind)

@@ -78,3 +78,16 @@ def test_the_plan_names_both_arms_of_each_half(capsys) -> None:
     assert len(lines) == 4 and all(line.startswith("tandem eval qa --method") for line in lines)
     assert "--limit 200 --concurrency 4" in lines[0] and lines[0].endswith("--llm-opt dtype=float32")
     assert lines[3].endswith("dualrag/dtype-bfloat16+prompt_lookup-4 --llm-opt dtype=bfloat16 --llm-opt prompt_lookup=4")
+
+
+def test_failed_questions_leave_a_half_incomplete_and_say_so(tmp_path, monkeypatch, capsys) -> None:
+    base = tmp_path / "local" / "amx" / "naive_rag"
+    _arm(base / "f32", [1.0] * 200)
+    _arm(base / "dtype-bfloat16", [1.0] * 198)
+    with (base / "dtype-bfloat16" / "predictions.jsonl").open("a") as fh:
+        for i in (198, 199):
+            fh.write(json.dumps({"id": f"q{i}", "error": "LLMError: engine stopped"}) + "\n")
+    assert rule.finished(base / "dtype-bfloat16") == (200, 2)          # finished: no pointless rerun
+    half = _report(tmp_path, monkeypatch)["halves"]["naive_rag"]
+    assert half["questions"] == 198 and not half["holds"] and half["failed"] == {"f32": 0, "dtype-bfloat16": 2}
+    assert "not yet (2 failed: run with --retry-errors)" in capsys.readouterr().out
