@@ -5,7 +5,8 @@ path, the 95 % bootstrap interval of its F1 minus the f32 path's has its lower e
 the same for EM, on the first 200 dev500 questions with NativeRAG (concurrency 4) and on the first 100 with
 DualRAG (concurrency 8). This runs the four arms with ``tandem eval qa`` (each resumes where it stopped:
 run the same command again after a stop, a Ctrl-C or another session), then prints each half's pair
-(``benchmarks/paired.py``) and the verdict, and writes it to ``ROOT/LLM/CPU/verdict-SETTING.json``.
+(``benchmarks/paired.py``) and the verdict, and writes it to ``ROOT/LLM/CPU/verdict-SETTING.json``
+(``verdict-SETTING.HALF.json`` where ``--halves`` names one).
 
     python benchmarks/answers_rule.py --setting dtype=bfloat16,prompt_lookup=4       # the default model
     python benchmarks/answers_rule.py --llm local:smollm2-135m --setting prompt_lookup=4 --halves dualrag
@@ -82,7 +83,10 @@ def check_cpu(run: Path, kind: str) -> None:
     config = run / "config.json"
     if not config.exists():
         return
-    note = (json.loads(config.read_text(encoding="utf-8")).get("notes") or {}).get("llm_engine", "")
+    try:
+        note = (json.loads(config.read_text(encoding="utf-8")).get("notes") or {}).get("llm_engine", "")
+    except (json.JSONDecodeError, AttributeError) as exc:
+        raise SystemExit(f"{config}: not a run's config ({exc}); move the folder away or pass another --root") from None
     found = re.search(r"cpu=(\w+)", note)
     if found and found.group(1) != kind:
         raise SystemExit(f"{config}: this arm ran on a '{found.group(1)}' CPU and this one is '{kind}'; "
@@ -110,6 +114,13 @@ def run_arm(cmd: list[str], run: Path, half: Half, retry_errors: bool = False) -
         raise SystemExit(f"{run}: tandem eval qa exited with {code} (its messages above); the same command resumes")
 
 
+def code_differs(a: Path, b: Path) -> list[str]:
+    """The method files whose hashes differ between two arms' code.json (both arms should run the same code)."""
+    files = [json.loads(p.read_text(encoding="utf-8")).get("files", {}) if p.exists() else {}
+             for p in (a / "code.json", b / "code.json")]
+    return sorted(k for k in set(files[0]) | set(files[1]) if files[0].get(k) != files[1].get(k))
+
+
 def judge(pair: dict[str, Any], half: Half) -> dict[str, Any]:
     """A half's verdict: complete, and both lower ends at LOWEST or above."""
     holds = all(pair[m]["low"] >= LOWEST for m in ("em", "f1"))
@@ -134,10 +145,21 @@ def report(results: dict[str, dict[str, Any]], setting: str, kind: str) -> str:
                      f"{em['a']:.3f} / {em['b']:.3f} | {f1['a']:.3f} / {f1['b']:.3f} | "
                      f"{em['diff']:+.3f} [{em['low']:+.3f}, {em['high']:+.3f}] | "
                      f"{f1['diff']:+.3f} [{f1['low']:+.3f}, {f1['high']:+.3f}] | {status} |")
-    verdict = all(r.get("holds") for r in results.values())
-    lines += ["", f"verdict: {'the rule holds' if verdict else 'the rule does not hold (yet)'} "
-                  f"(each lower end >= {LOWEST} on every half, every half complete)"]
+        if r.get("code_differs"):
+            lines.append(f"| | the arms ran other code of: {', '.join(r['code_differs'])} | | | | | | |")
+    missing = [m for m in HALVES if m not in results]
+    if missing:
+        shown = "hold" if all(r.get("holds") for r in results.values()) else "do not hold (yet)"
+        lines += ["", f"verdict: the halves shown {shown}; the rule asks for both (not shown: {', '.join(missing)})"]
+    else:
+        lines += ["", f"verdict: {'the rule holds' if holds(results) else 'the rule does not hold (yet)'} "
+                      f"(each lower end >= {LOWEST} on every half, every half complete)"]
     return "\n".join(lines)
+
+
+def holds(results: dict[str, dict[str, Any]]) -> bool:
+    """The rule's verdict: every half present, complete and within the margin."""
+    return set(results) == set(HALVES) and all(r.get("holds") for r in results.values())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -187,16 +209,18 @@ def main(argv: list[str] | None = None) -> None:
         except SystemExit as exc:  # paired.compare's "share no answered question"
             results[method] = {"note": str(exc)}
             continue
-        results[method] = {**judge(pair, half), "failed": {name: finished(r)[1] for name, r in runs.items()}}
+        results[method] = {**judge(pair, half), "failed": {name: finished(r)[1] for name, r in runs.items()},
+                           "code_differs": code_differs(runs[names[1]], runs["f32"])}
     if args.plan:
         return
     text = report(results, args.setting, kind)
     print("\n" + text)
     base.mkdir(parents=True, exist_ok=True)
-    out = base / f"verdict-{slug(','.join(options))}.json"
+    part = "" if set(args.halves) == set(HALVES) else "." + "+".join(args.halves)  # a part never overwrites the whole
+    out = base / f"verdict-{slug(','.join(options))}{part}.json"
     with atomic_open(out) as fh:
         json.dump({"llm": args.llm, "setting": list(options), "cpu": kind, "halves": results,
-                   "holds": all(r.get("holds") for r in results.values())}, fh, indent=1)
+                   "holds": holds(results)}, fh, indent=1)
     print(f"written: {out}")
 
 

@@ -24,10 +24,10 @@ def _arm(folder: Path, f1s: list[float], cpu: str = "amx") -> None:
 def _report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str = "dtype=bfloat16") -> dict:
     monkeypatch.setattr(rule, "cpu_kind", lambda: "amx")
     rule.main(["--setting", setting, "--halves", "naive_rag", "--report", "--root", str(tmp_path), "--index", str(tmp_path)])
-    return json.loads((tmp_path / "local" / "amx" / f"verdict-{rule.slug(setting)}.json").read_text())
+    return json.loads((tmp_path / "local" / "amx" / f"verdict-{rule.slug(setting)}.naive_rag.json").read_text())
 
 
-def test_identical_arms_of_200_questions_pass(tmp_path, monkeypatch) -> None:
+def test_identical_arms_pass_and_the_rule_asks_for_both_halves(tmp_path, monkeypatch, capsys) -> None:
     f1s = [1.0, 0.5, 0.0, 0.25] * 50
     base = tmp_path / "local" / "amx" / "naive_rag"
     _arm(base / "f32", f1s)
@@ -36,7 +36,14 @@ def test_identical_arms_of_200_questions_pass(tmp_path, monkeypatch) -> None:
     half = verdict["halves"]["naive_rag"]
     assert (half["questions"], half["identical"], half["complete"], half["holds"]) == (200, 200, True, True)
     assert half["f1"]["low"] == half["f1"]["high"] == 0.0
-    assert verdict["holds"] is True and verdict["cpu"] == "amx"
+    assert verdict["cpu"] == "amx" and verdict["holds"] is False        # one half of two: not the rule's verdict
+    assert "the halves shown hold; the rule asks for both (not shown: dualrag)" in capsys.readouterr().out
+    _arm(base.parent / "dualrag" / "f32", f1s[:100])
+    _arm(base.parent / "dualrag" / "dtype-bfloat16", f1s[:100])
+    monkeypatch.setattr(rule, "cpu_kind", lambda: "amx")
+    rule.main(["--setting", "dtype=bfloat16", "--report", "--root", str(tmp_path), "--index", str(tmp_path)])
+    assert "verdict: the rule holds" in capsys.readouterr().out
+    assert json.loads((tmp_path / "local" / "amx" / "verdict-dtype-bfloat16.json").read_text())["holds"] is True
 
 
 def test_worse_answers_or_too_few_questions_do_not_pass(tmp_path, monkeypatch) -> None:
@@ -91,3 +98,16 @@ def test_failed_questions_leave_a_half_incomplete_and_say_so(tmp_path, monkeypat
     half = _report(tmp_path, monkeypatch)["halves"]["naive_rag"]
     assert half["questions"] == 198 and not half["holds"] and half["failed"] == {"f32": 0, "dtype-bfloat16": 2}
     assert "not yet (2 failed: run with --retry-errors)" in capsys.readouterr().out
+
+
+def test_a_damaged_config_and_other_code_are_named(tmp_path, monkeypatch, capsys) -> None:
+    base = tmp_path / "local" / "amx" / "naive_rag"
+    _arm(base / "f32", [1.0] * 10)
+    _arm(base / "dtype-bfloat16", [1.0] * 10)
+    (base / "f32" / "code.json").write_text(json.dumps({"files": {"methods/naive.py": "aa"}}))
+    (base / "dtype-bfloat16" / "code.json").write_text(json.dumps({"files": {"methods/naive.py": "bb"}}))
+    assert _report(tmp_path, monkeypatch)["halves"]["naive_rag"]["code_differs"] == ["methods/naive.py"]
+    assert "the arms ran other code of: methods/naive.py" in capsys.readouterr().out
+    (base / "f32" / "config.json").write_text("{broken")
+    with pytest.raises(SystemExit, match=r"f32/config.json: not a run's config"):
+        _report(tmp_path, monkeypatch)
