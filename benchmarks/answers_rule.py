@@ -201,7 +201,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.plan:
             continue
         if not all((r / "predictions.jsonl").exists() for r in runs.values()):
-            results[method] = {"note": "an arm has not started"}
+            results[method] = {"note": ", ".join(f"{name} {finished(r)[0]} of {half.limit}" if (r / "predictions.jsonl").exists()
+                                                 else f"{name} not started" for name, r in runs.items())}
             continue
         names = list(arms)
         try:

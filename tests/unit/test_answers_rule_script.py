@@ -70,7 +70,9 @@ def test_an_arm_from_another_kind_of_cpu_is_refused(tmp_path, monkeypatch) -> No
 
 def test_a_missing_arm_and_bad_settings_are_named(tmp_path, monkeypatch) -> None:
     half = _report(tmp_path, monkeypatch)["halves"]["naive_rag"]
-    assert half == {"note": "an arm has not started"}
+    assert half == {"note": "f32 not started, dtype-bfloat16 not started"}
+    _arm(tmp_path / "local" / "amx" / "naive_rag" / "f32", [1.0] * 15)
+    assert _report(tmp_path, monkeypatch)["halves"]["naive_rag"] == {"note": "f32 15 of 200, dtype-bfloat16 not started"}
     with pytest.raises(SystemExit, match="give KEY=VALUE options"):
         rule.main(["--setting", "bf16", "--plan"])
     with pytest.raises(SystemExit, match="is the f32 path itself"):
