@@ -60,10 +60,21 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]", "-", text.replace(",", "+")) or "default"
 
 
+def spelled(run: Path, key: str, path: Path) -> str:
+    """``path`` as the arm's config.json spells it where it names the same file (a run resumes only where its
+    dataset and index are spelled as when it started), else as given."""
+    config = run / "config.json"
+    try:
+        old = json.loads(config.read_text(encoding="utf-8")).get(key) if config.exists() else None
+    except (json.JSONDecodeError, AttributeError):
+        old = None  # check_cpu names a damaged config
+    return old if isinstance(old, str) and (ROOT / old).resolve() == path.resolve() else str(path)
+
+
 def arm_command(half: Half, llm: str, options: tuple[str, ...], index: Path, out: Path) -> list[str]:
     """The ``tandem eval qa`` command of one arm."""
-    cmd = ["tandem", "eval", "qa", "--method", half.method, "--dataset", str(DATASET),
-           "--index", str(index), "--llm", llm, "--limit", str(half.limit), "--concurrency", str(half.concurrency),
+    cmd = ["tandem", "eval", "qa", "--method", half.method, "--dataset", spelled(out, "dataset", DATASET),
+           "--index", spelled(out, "index", index), "--llm", llm, "--limit", str(half.limit), "--concurrency", str(half.concurrency),
            "--out", str(out)]
     for opt in options:
         cmd += ["--llm-opt", opt]

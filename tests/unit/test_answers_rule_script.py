@@ -113,3 +113,14 @@ def test_a_damaged_config_and_other_code_are_named(tmp_path, monkeypatch, capsys
     (base / "f32" / "config.json").write_text("{broken")
     with pytest.raises(SystemExit, match=r"f32/config.json: not a run's config"):
         _report(tmp_path, monkeypatch)
+
+
+def test_an_arm_resumes_with_its_own_spelling_of_the_same_paths(tmp_path) -> None:
+    run = tmp_path / "arm"
+    _arm(run, [1.0])
+    config = json.loads((run / "config.json").read_text())
+    relative = str(Path("..") / rule.DATASET.relative_to(rule.ROOT.parent))          # ../shared/data/...
+    (run / "config.json").write_text(json.dumps({**config, "dataset": relative, "index": "elsewhere"}))
+    cmd = rule.arm_command(rule.HALVES["dualrag"], "local", (), rule.ROOT / "runs" / "dev500", run)
+    assert cmd[cmd.index("--dataset") + 1] == relative                                  # the same file: kept
+    assert cmd[cmd.index("--index") + 1] == str(rule.ROOT / "runs" / "dev500")          # another one: as given
