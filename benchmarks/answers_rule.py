@@ -60,14 +60,22 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.+-]", "-", text.replace(",", "+")) or "default"
 
 
+def run_config(run: Path) -> dict[str, Any]:
+    """An arm's config.json ({} before it started); a damaged one stops the command, naming it."""
+    config = run / "config.json"
+    try:
+        data = json.loads(config.read_text(encoding="utf-8")) if config.exists() else {}
+    except json.JSONDecodeError as exc:
+        raise SystemExit(f"{config}: not a run's config ({exc}); move the folder away or pass another --root") from None
+    if not isinstance(data, dict):
+        raise SystemExit(f"{config}: not a run's config (not an object); move the folder away or pass another --root")
+    return data
+
+
 def spelled(run: Path, key: str, path: Path) -> str:
     """``path`` as the arm's config.json spells it where it names the same file (a run resumes only where its
     dataset and index are spelled as when it started), else as given."""
-    config = run / "config.json"
-    try:
-        old = json.loads(config.read_text(encoding="utf-8")).get(key) if config.exists() else None
-    except (json.JSONDecodeError, AttributeError):
-        old = None  # check_cpu names a damaged config
+    old = run_config(run).get(key)
     return old if isinstance(old, str) and (ROOT / old).resolve() == path.resolve() else str(path)
 
 
@@ -91,16 +99,9 @@ def finished(run: Path) -> tuple[int, int]:
 
 def check_cpu(run: Path, kind: str) -> None:
     """Stop where an arm's engine ran on another kind of CPU than this one (its config.json's ``cpu=``)."""
-    config = run / "config.json"
-    if not config.exists():
-        return
-    try:
-        note = (json.loads(config.read_text(encoding="utf-8")).get("notes") or {}).get("llm_engine", "")
-    except (json.JSONDecodeError, AttributeError) as exc:
-        raise SystemExit(f"{config}: not a run's config ({exc}); move the folder away or pass another --root") from None
-    found = re.search(r"cpu=(\w+)", note)
+    found = re.search(r"cpu=(\w+)", (run_config(run).get("notes") or {}).get("llm_engine", ""))
     if found and found.group(1) != kind:
-        raise SystemExit(f"{config}: this arm ran on a '{found.group(1)}' CPU and this one is '{kind}'; "
+        raise SystemExit(f"{run / 'config.json'}: this arm ran on a '{found.group(1)}' CPU and this one is '{kind}'; "
                          "the rule pairs arms of one kind of CPU (move the folder away or pass another --root)")
 
 
