@@ -54,3 +54,21 @@ def test_evaluate_refuses_a_bad_config_naming_the_key(setup, tmp_path):
                          "settings": {"max_stepz": 2}}, tmp_path / "run")
     with pytest.raises(ConfigError, match="method 'ircot' retrieves: give --index DIR"):
         tandem.evaluate({"method": "ircot", "dataset": str(data), "llm": {"spec": "fake:x"}}, tmp_path / "run2")
+
+
+def test_a_run_resumes_from_another_folder_with_other_spellings_of_its_files(setup, tmp_path, monkeypatch):
+    data, index = setup
+    (tmp_path / "elsewhere").mkdir()
+    config = {"method": "ircot", "llm": {"spec": "fake:Warsaw"}, "settings": {"max_steps": 2}}
+    monkeypatch.chdir(tmp_path)  # started as --index idx from the folder above it
+    tandem.evaluate({**config, "dataset": str(data), "index": "idx", "limit": 2}, tmp_path / "run")
+    notes = json.loads((tmp_path / "run" / "config.json").read_text())["notes"]
+    assert notes["index_path"] == str(index.resolve()) and notes["dataset_path"] == str(data.resolve())
+    monkeypatch.chdir(tmp_path / "elsewhere")  # resumed as --index ../idx
+    more = []
+    metrics = tandem.evaluate({**config, "dataset": str(data), "index": "../idx", "limit": 4}, tmp_path / "run",
+                              on_record=lambda rec, running: more.append(rec["id"]))
+    assert metrics["questions"] == 4 and len(more) == 2  # the two saved answers kept, two more asked
+    build_index(tandem.corpus.load_dataset(data).passages, tmp_path / "idx2", kind="bm25")
+    with pytest.raises(ConfigError, match=r"other settings \(index\)"):  # another index is still another run
+        tandem.evaluate({**config, "dataset": str(data), "index": "../idx2", "limit": 4}, tmp_path / "run")

@@ -10,6 +10,7 @@ from typing import Any
 
 from tandem.config import RunConfig, read_config_file
 from tandem.errors import ConfigError
+from tandem.eval.runner import RESUME_PATHS
 from tandem.methods.base import Method
 from tandem.outdir import owned_output
 from tandem.secrets import redact
@@ -69,11 +70,18 @@ def evaluate(config: RunConfig | Mapping[str, Any] | str | Path, out: str | Path
                                                                                   else {}))
         record = cfg.to_dict() | {"format": ds.format, "llm": {**cfg.llm.to_dict(), "spec": redact(cfg.llm.spec)},
                                   "judge": redact(judge) if judge else None,
-                                  "notes": {**cfg.notes, **getattr(method, "build_notes", {}), **_engine_note(main_llm)}}
+                                  "notes": {**cfg.notes, **getattr(method, "build_notes", {}), **_engine_note(main_llm),
+                                            **_where(cfg)}}
         return run_qa(method, questions, out, record, concurrency=cfg.concurrency, judge_llm=judge_llm,
                       reanswer_llm=main_llm if cfg.reanswer else None, reanswer_prompt=cfg.reanswer_prompt,
                       calibrate=cfg.judge_calibration, self_judged=judge_llm is main_llm, retry_errors=retry_errors,
                       allow_code_change=allow_code_change, max_consecutive_failures=max_failures, on_record=on_record)
+
+
+def _where(cfg: RunConfig) -> dict[str, str]:
+    """The dataset's and the index's absolute paths (``dataset_path``, ``index_path``), so a run started as
+    ``--index runs/x`` resumes from another folder as ``--index ../main/runs/x`` (:data:`RESUME_PATHS`)."""
+    return {f"{key}_path": str(Path(value).resolve()) for key in RESUME_PATHS if (value := getattr(cfg, key))}
 
 
 def _engine_note(llm: Any) -> dict[str, str]:

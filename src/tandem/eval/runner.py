@@ -46,7 +46,16 @@ log = logging.getLogger(__name__)
 
 # settings that must match for a run folder to be resumed
 RESUME_KEYS = ("method", "dataset", "index", "retriever", "llm", "settings", "judge", "reanswer", "reanswer_prompt")
+# of those, files: the same where their absolute paths (the config's notes ``KEY_path``) are, however spelled
+RESUME_PATHS = ("dataset", "index")
 JUDGE_CALIBRATION = "judge-calibration.json"
+
+
+def _same_file(old: dict[str, Any], new: dict[str, Any], key: str) -> bool:
+    """Whether two run configs' ``key`` (a :data:`RESUME_PATHS` entry) name one file in other spellings:
+    both record its absolute path in their notes (runs from before that compare the spellings)."""
+    paths = [(c.get("notes") or {}).get(f"{key}_path") for c in (old, new)]
+    return key in RESUME_PATHS and paths[0] is not None and paths[0] == paths[1]
 
 
 def read_finished(path: Path) -> dict[str, dict[str, Any]]:
@@ -229,7 +238,7 @@ def run_qa(
     run = RunDir(out_dir, "qa-run")
     if (run.folder / CONFIG_FILE).exists():
         old, new = normalise_run_config(run.read_config()), normalise_run_config(config)
-        changed = [k for k in RESUME_KEYS if (old.get(k) or None) != (new.get(k) or None)]
+        changed = [k for k in RESUME_KEYS if (old.get(k) or None) != (new.get(k) or None) and not _same_file(old, new, k)]
         if changed:
             raise ConfigError(f"{out_dir} holds a run with other settings ({', '.join(changed)}): use another --out")
     path = run.folder / PREDICTIONS
