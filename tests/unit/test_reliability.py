@@ -93,6 +93,32 @@ def test_ctrl_c_or_a_stop_signal_in_eval_qa_writes_partial_metrics_and_exits_128
     assert srv.count <= 6  # queued questions were not sent after the interrupt
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt, reported
+def test_a_stop_signal_lost_in_a_finalizer_stops_the_work_at_its_next_progress_report(sig, monkeypatch):
+    from tandem import interrupts
+    from tandem.cli.common import progress_bar
+
+    monkeypatch.setattr(signal, "getsignal", lambda s: signal.default_int_handler)  # as in a command's process
+
+    class Garbage:
+        def __del__(self):  # the signal lands here, as in a library's finalizer during an import
+            os.kill(os.getpid(), sig)
+            for _ in range(100_000):
+                pass
+
+    with interrupts.stop_signals(), progress_bar(delay=60) as bar:
+        on_progress = bar.callback("encode")
+        on_progress(1, 3)
+        Garbage()  # its interrupt was raised in the finalizer and Python dropped it ("Exception ignored in")
+        assert interrupts.received == [sig]  # the work goes on: here
+        with pytest.raises(KeyboardInterrupt) as raised:
+            on_progress(2, 3)
+        on_progress(3, 3)  # raised once: the work's own unwinding may report on
+    assert (type(raised.value) is KeyboardInterrupt) == (sig == signal.SIGINT)
+    assert interrupts.exit_code() == 128 + sig
+
+
 # -- dead, hanging and broken servers --------------------------------------------------------------
 
 def test_connection_refused_fails_after_one_quick_retry(caplog):

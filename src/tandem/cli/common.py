@@ -21,6 +21,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from tandem.interrupts import check as check_stop
 from tandem.io import ReadStats
 from tandem.types import OnProgress
 
@@ -97,13 +98,16 @@ class LazyProgress(Progress):
             self._line(task.id)
 
     def update(self, task_id: Any, **changes: Any) -> None:
-        """As rich's, plus the task's plain line where the console is no terminal."""
+        """As rich's, plus the task's plain line where the console is no terminal; a stop signal whose
+        interrupt was lost is raised here (:func:`tandem.interrupts.check`)."""
+        check_stop()
         super().update(task_id, **changes)
         if self._plain:
             self._line(task_id)
 
     def advance(self, task_id: Any, advance: float = 1) -> None:
-        """As rich's, plus the task's plain line where the console is no terminal."""
+        """As rich's, plus the task's plain line where the console is no terminal (and :meth:`update`'s check)."""
+        check_stop()
         super().advance(task_id, advance)
         if self._plain:
             self._line(task_id)
