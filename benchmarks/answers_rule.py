@@ -73,8 +73,9 @@ def run_config(run: Path) -> dict[str, Any]:
 
 
 def spelled(run: Path, key: str, path: Path) -> str:
-    """``path`` as the arm's config.json spells it where it names the same file (a run resumes only where its
-    dataset and index are spelled as when it started), else as given."""
+    """``path`` as the arm's config.json spells it where it names the same file, else as given: an arm started
+    before run configs noted their files' absolute paths resumes only under its own spelling of them (later
+    arms resume under any: ``tandem.eval.runner.RESUME_PATHS``)."""
     old = run_config(run).get(key)
     return old if isinstance(old, str) and (ROOT / old).resolve() == path.resolve() else str(path)
 
